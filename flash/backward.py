@@ -1,0 +1,79 @@
+"""The backward pass as the spec describes it: dense attention rebuilt in PyTorch from the saved lse.
+
+Given the saved ``q, k, v, o``, the forward's row log-sum-exp ``lse`` and the upstream gradient
+``do``, with ``P = exp(S - lse)``, ``S = scale * q k^T``:
+
+    dv = P^T do,   dP = do v^T,   D = rowsum(do * o),   dS = P * (dP - D),
+    dq = scale * dS k,   dk = scale * dS^T q
+
+All of it runs in float32 and materializes ``n_q x n_k`` per leading index (the memory cost the
+Triton backward of a later issue removes). Under CUDA it runs through ``torch.compile``; on the
+CPU (Triton interpreter) it runs eagerly, because inductor would recompile for every new shape the
+suite sweeps, at seconds each on a small machine. ``FLASH_COMPILE_BACKWARD=1`` or ``=0`` forces the
+choice; if compiling fails, the eager path is used and a warning says so once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import torch
+
+from oracle.dense import causal_mask
+
+
+def dense_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    is_causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients ``dq, dk, dv`` (in the dtype of q) of attention, recomputed densely from ``lse``."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    qf, kf, vf, of, dof = (t.float() for t in (q, k, v, o, do))
+    s = torch.matmul(qf, kf.transpose(-2, -1)) * scale
+    if is_causal:
+        s = s.masked_fill(causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    p = torch.exp(s - lse.unsqueeze(-1))
+    dv = torch.matmul(p.transpose(-2, -1), dof)
+    dp = torch.matmul(dof, vf.transpose(-2, -1))
+    delta = (dof * of).sum(-1, keepdim=True)
+    ds = p * (dp - delta)
+    dq = torch.matmul(ds, kf) * scale
+    dk = torch.matmul(ds.transpose(-2, -1), qf) * scale
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+_compiled = None
+_compile_failed = False
+
+
+def _want_compile(device: torch.device) -> bool:
+    forced = os.environ.get("FLASH_COMPILE_BACKWARD")
+    if forced is not None:
+        return forced not in ("", "0")
+    return device.type == "cuda"
+
+
+def flash_attention_backward(q, k, v, o, lse, do, is_causal: bool):
+    """:func:`dense_backward`, compiled where that is wanted and works (see the module docstring)."""
+    global _compiled, _compile_failed
+    if _want_compile(q.device) and not _compile_failed:
+        if _compiled is None:
+            _compiled = torch.compile(dense_backward, dynamic=True)
+        try:
+            return _compiled(q, k, v, o, lse, do, is_causal)
+        except Exception as exc:  # noqa: BLE001 - any compiler failure means: run eagerly
+            _compile_failed = True
+            warnings.warn(
+                f"torch.compile of the dense backward failed ({type(exc).__name__}: {exc}); "
+                "using the eager backward from now on",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+    return dense_backward(q, k, v, o, lse, do, is_causal)

@@ -1,0 +1,210 @@
+"""The Triton forward kernel of Flash Attention and its launcher.
+
+Caution, what this kernel does and does not do:
+
+- inputs ``[..., n, d]`` with any leading dims (batch, heads, ...), each slice ``[n, d]`` handled
+  by its own programs; q, k, v may have any strides, including stride 0 on a leading dim
+  (``.expand()``-broadcast k/v) and a non-unit stride on the head dim; nothing is copied;
+- any ``n_q >= 1`` and ``n_k >= 1``, equal or not, multiples of the tile sizes or not;
+- float16, bfloat16 and float32; float32 products use IEEE fp32 (``input_precision="ieee"``),
+  not TF32, so a float32 result is a float32 result;
+- head dims 1..256; a head dim that is not a power of two is padded to the next one (at least 16,
+  the smallest ``tl.dot``) and the padding is masked on every load and store;
+- causal attention is **top-left aligned**: query ``i`` sees key ``j`` iff ``j <= i``, the same
+  convention as ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``. With
+  ``n_q > n_k`` the last rows see every key; no row ever sees none, since key 0 is always visible;
+- it stores the output (in the input dtype) and the row log-sum-exp ``lse`` (float32, natural log)
+  of the scaled scores, ``lse_i = log sum_j exp(scale * q_i . k_j)``, which the backward needs;
+- it does not support dropout, attention bias, sliding windows or float64.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernel is decorated)
+from flash.checks import check_inputs
+
+LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+
+
+@triton.jit
+def _flash_forward_kernel(
+    Q, K, V, Out, LSE,
+    Q_OFFSETS, K_OFFSETS, V_OFFSETS,  # int64 [B]: where each leading index's [n, d] slice starts
+    stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd,
+    N_Q, N_K, HEAD_DIM, num_q_tiles,
+    qk_scale,  # softmax scale times log2(e): scores live in base 2 inside the kernel
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    # One program per (query tile, leading index). The query tile varies fastest, so programs
+    # that run side by side read the same K/V slice and share it in L2.
+    pid = tl.program_id(0)
+    pid_q = pid % num_q_tiles
+    pid_b = pid // num_q_tiles
+
+    q_base = Q + tl.load(Q_OFFSETS + pid_b)
+    k_base = K + tl.load(K_OFFSETS + pid_b)
+    v_base = V + tl.load(V_OFFSETS + pid_b)
+
+    offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_q = offs_q < N_Q
+    mask_d = offs_d < HEAD_DIM  # masks the padding of a head dim that is not a power of two
+
+    # Row offsets in int64: a transposed [n, B, d] layout has row strides of B*d, and
+    # n * B * d can pass 2**31 where no single slice does.
+    q_ptrs = q_base + offs_q[:, None].to(tl.int64) * stride_qn + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=mask_q[:, None] & mask_d[None, :], other=0.0)
+
+    m_i = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)  # running row max (base 2)
+    l_i = tl.zeros([BLOCK_Q], dtype=tl.float32)  # running denominator, relative to m_i
+    acc = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)  # running unnormalized output
+
+    # Causal: key tiles that lie wholly in the future of this query tile are never visited.
+    hi = N_K
+    if IS_CAUSAL:
+        hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)
+
+    for start_k in range(0, hi, BLOCK_K):
+        cols = start_k + offs_k
+        mask_k = cols < N_K
+        # -- load k transposed, [D, BK], so that q @ kt is [BQ, BK] --
+        kt_ptrs = k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd
+        kt = tl.load(kt_ptrs, mask=mask_d[:, None] & mask_k[None, :], other=0.0)
+        # -- scores, with keys past the end (and, if causal, in the future) at -inf --
+        s = tl.dot(q, kt, input_precision=INPUT_PRECISION) * qk_scale
+        visible = mask_k[None, :]
+        if IS_CAUSAL:
+            visible = visible & (offs_q[:, None] >= cols[None, :])
+        s = tl.where(visible, s, float("-inf"))
+        # -- online softmax: rescale what was accumulated to the new row max --
+        # Key 0 is visible to every row (causal is top-left), so after the first tile m_new is
+        # finite and neither exp2 sees -inf - (-inf).
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        # -- accumulate p @ v --
+        v_ptrs = v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :] * stride_vd
+        v = tl.load(v_ptrs, mask=mask_k[:, None] & mask_d[None, :], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
+        m_i = m_new
+
+    # l_i >= 1 (the max element contributes exp2(0) = 1), so neither division nor log needs
+    # the spec's eps.
+    acc = acc / l_i[:, None]
+    lse = (m_i + tl.log2(l_i)) / 1.4426950408889634  # back to natural log
+
+    o_ptrs = Out + pid_b.to(tl.int64) * N_Q * HEAD_DIM + offs_q[:, None] * HEAD_DIM + offs_d[None, :]
+    tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=mask_q[:, None] & mask_d[None, :])
+    tl.store(LSE + pid_b.to(tl.int64) * N_Q + offs_q, lse, mask=mask_q)
+
+
+class ForwardConfig(NamedTuple):
+    """Launch parameters of the forward kernel (tile sizes, warps, pipeline stages)."""
+
+    block_q: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+
+
+def forward_config(head_dim: int, dtype: torch.dtype) -> ForwardConfig:
+    """Default launch parameters: the spec's 64x64 tiles, fewer stages where shared memory is short.
+
+    A float32 tile takes twice the shared memory of a 16-bit one; with d = 256 the q tile and two
+    pipelined k/v tiles would not fit in an H100's 228 KB, hence one stage and 32-wide key tiles.
+    """
+    block_d = padded_head_dim(head_dim)
+    if dtype == torch.float32 and block_d >= 128:
+        return ForwardConfig(64, 32, 8 if block_d == 256 else 4, 1)
+    if block_d == 256:
+        return ForwardConfig(64, 64, 8, 1)
+    return ForwardConfig(64, 64, 4, 2)
+
+
+def padded_head_dim(head_dim: int) -> int:
+    """The head dim the kernel computes with: the next power of two, at least 16 (``tl.dot``'s minimum)."""
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def slice_offsets(t: torch.Tensor) -> torch.Tensor:
+    """Element offset of each ``[n, d]`` slice of ``t``, in the row-major order of its leading dims.
+
+    This is what lets the kernel take any leading layout (batch and heads in either order, a
+    stride-0 broadcast dim, a sliced batch) without a ``.contiguous()`` copy.
+    """
+    offsets = torch.zeros((), dtype=torch.int64, device=t.device)
+    for size, stride in zip(t.shape[:-2], t.stride()[:-2]):
+        steps = torch.arange(size, dtype=torch.int64, device=t.device) * stride
+        offsets = offsets.unsqueeze(-1) + steps
+    return offsets.reshape(-1)
+
+
+def flash_attention_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    is_causal: bool = False,
+    *,
+    block_q: int | None = None,
+    block_k: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the forward kernel: ``o = softmax(q k^T / sqrt(d)) v`` and its row log-sum-exp.
+
+    Args:
+        q: ``[..., n_q, d]`` queries.
+        k: ``[..., n_k, d]`` keys, same leading dims and dtype as ``q``.
+        v: ``[..., n_k, d]`` values.
+        is_causal: mask key ``j`` from query ``i`` when ``j > i`` (top-left aligned).
+        block_q, block_k: tile sizes (powers of two, at least 16); default from
+            :func:`forward_config`, 64x64 as in the spec.
+        num_warps, num_stages: Triton launch options; default from :func:`forward_config`.
+
+    Returns:
+        ``o`` of shape ``[..., n_q, d]`` in the input dtype (contiguous), and ``lse`` of shape
+        ``[..., n_q]`` in float32.
+    """
+    check_inputs(q, k, v, is_causal)
+    config = forward_config(q.shape[-1], q.dtype)
+    block_q = config.block_q if block_q is None else block_q
+    block_k = config.block_k if block_k is None else block_k
+    for name, block in (("block_q", block_q), ("block_k", block_k)):
+        if block < 16 or block & (block - 1):
+            raise ValueError(f"{name} must be a power of two >= 16, got {block}")
+
+    *lead, n_q, d = q.shape
+    n_k = k.shape[-2]
+    batch = math.prod(lead)
+    o = torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((*lead, n_q), dtype=torch.float32, device=q.device)
+    num_q_tiles = triton.cdiv(n_q, block_q)
+
+    _flash_forward_kernel[(num_q_tiles * batch,)](
+        q, k, v, o, lse,
+        slice_offsets(q), slice_offsets(k), slice_offsets(v),
+        q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1), v.stride(-2), v.stride(-1),
+        n_q, n_k, d, num_q_tiles,
+        LOG2E / math.sqrt(d),
+        IS_CAUSAL=is_causal,
+        BLOCK_Q=block_q,
+        BLOCK_K=block_k,
+        BLOCK_D=padded_head_dim(d),
+        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=config.num_warps if num_warps is None else num_warps,
+        num_stages=config.num_stages if num_stages is None else num_stages,
+    )
+    return o, lse

@@ -1,0 +1,77 @@
+"""Checks that compare a kernel with the float64 oracle, within the error model.
+
+Each check takes a kernel module and a :class:`~properties.case.Case`, runs both, and raises an
+``AssertionError`` that names the check, the kernel, the case, the worst element and the bound.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from oracle.dense import dense_attention
+from properties import error_model as em
+from properties.case import Case
+from properties.kernels import kernel_name, require_lse
+
+
+def default_device() -> torch.device:
+    """CUDA when there is a GPU, else the CPU (where Triton kernels run in the interpreter)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _context(check: str, kernel: ModuleType, case: Case) -> str:
+    return f"{check} failed for kernel {kernel_name(kernel)} on {case}"
+
+
+def check_output_matches_oracle(kernel: ModuleType, case: Case, device=None) -> None:
+    """The output ``o`` is within the error model of the float64 oracle."""
+    q, k, v = case.make_qkv(device or default_device())
+    with torch.no_grad():
+        o = kernel.attention(q, k, v, case.is_causal)
+        o64, _ = dense_attention(q, k, v, case.is_causal)
+        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+    em.assert_within_error_model(
+        em.OUTPUT, o, o64, o_ref, dtype=q.dtype, magnitude=float(v.abs().max()),
+        context=_context("check_output_matches_oracle", kernel, case),
+    )
+
+
+def check_lse_matches_oracle(kernel: ModuleType, case: Case, device=None) -> None:
+    """The row log-sum-exp is float32, shaped ``q.shape[:-1]``, and within the error model."""
+    attention_with_lse = require_lse(kernel)
+    q, k, v = case.make_qkv(device or default_device())
+    context = _context("check_lse_matches_oracle", kernel, case)
+    with torch.no_grad():
+        _, lse = attention_with_lse(q, k, v, case.is_causal)
+        _, lse64 = dense_attention(q, k, v, case.is_causal)
+        _, lse_ref = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+    if lse.dtype != torch.float32:
+        raise AssertionError(f"log-sum-exp: {context}: dtype {lse.dtype}, expected torch.float32")
+    em.assert_within_error_model(
+        em.LSE, lse, lse64, lse_ref, dtype=q.dtype, magnitude=float(lse64.abs().max()) + 1.0,
+        context=context, axes=("row",),
+    )
+
+
+def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) -> None:
+    """``dq, dk, dv`` for a random upstream gradient are within the error model of the oracle's."""
+    q, k, v = case.make_qkv(device or default_device())
+    do = case.make_grad_out(q.device)
+    context = _context("check_gradients_match_oracle", kernel, case)
+
+    def grads(fn, dtype):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
+        out = fn(*leaves)
+        return torch.autograd.grad(out, leaves, do.to(out.dtype))
+
+    got = grads(lambda *a: kernel.attention(*a, case.is_causal), None)
+    want = grads(lambda *a: dense_attention(*a, case.is_causal)[0], torch.float64)
+    ref = grads(lambda *a: dense_attention(*a, case.is_causal, compute_dtype=None)[0], None)
+    magnitudes = em.gradient_magnitudes(q, k, v, do, want)
+    for name, g, g64, g_ref, magnitude in zip(("dq", "dk", "dv"), got, want, ref, magnitudes):
+        quantity = em.Quantity(f"gradient {name}", em.GRADIENT.factor)
+        em.assert_within_error_model(
+            quantity, g, g64, g_ref, dtype=q.dtype, magnitude=magnitude, context=context
+        )

@@ -1,0 +1,73 @@
+"""Bad arguments to the kernel get a TypeError or ValueError naming the argument, never a crash.
+
+These test ``flash`` itself (not ``--kernel``): the messages are this project's promise.
+"""
+
+import pytest
+import torch
+
+import flash
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def t(*shape, dtype=torch.float32, device=DEVICE):
+    return torch.randn(*shape, device=device).to(dtype)
+
+
+GOOD = (t(2, 8, 16), t(2, 8, 16), t(2, 8, 16))
+
+BAD = [
+    # (q, k, v, is_causal, error, message fragment)
+    pytest.param(t(16), GOOD[1], GOOD[2], False, ValueError, "q must have shape .*rank >= 2", id="rank-q"),
+    pytest.param(GOOD[0], t(16), GOOD[2], False, ValueError, "k must have shape .*rank >= 2", id="rank-k"),
+    pytest.param(GOOD[0], GOOD[1], torch.tensor(1.0), False, ValueError, "v must have shape", id="rank-v"),
+    pytest.param(GOOD[0], t(3, 8, 16), t(3, 8, 16), False, ValueError, "same leading dims", id="leading"),
+    pytest.param(t(2, 2, 8, 16), t(2, 8, 16), t(2, 8, 16), False, ValueError, "same leading dims", id="rank-mismatch"),
+    pytest.param(GOOD[0], t(2, 8, 32), GOOD[2], False, ValueError, "same head dim", id="head-dim-k"),
+    pytest.param(GOOD[0], GOOD[1], t(2, 8, 32), False, ValueError, "same head dim", id="head-dim-v"),
+    pytest.param(GOOD[0], t(2, 9, 16), GOOD[2], False, ValueError, "k and v must have the same length", id="kv-length"),
+    pytest.param(GOOD[0], GOOD[1], t(2, 8, 16, dtype=torch.float16), False, TypeError, "share one dtype", id="mixed-dtype"),
+    pytest.param(*(t(2, 8, 16, dtype=torch.int32) for _ in range(3)), False, TypeError, "q has dtype torch.int32", id="int"),
+    pytest.param(*(t(2, 8, 16, dtype=torch.float64) for _ in range(3)), False, TypeError, "float64", id="float64"),
+    pytest.param(t(2, 0, 16), GOOD[1], GOOD[2], False, ValueError, "q is empty", id="empty-q"),
+    pytest.param(GOOD[0], t(2, 0, 16), t(2, 0, 16), False, ValueError, "k is empty", id="empty-k"),
+    pytest.param(t(0, 8, 16), t(0, 8, 16), t(0, 8, 16), False, ValueError, "zero-size leading dim", id="empty-batch"),
+    pytest.param(t(2, 8, 0), t(2, 8, 0), t(2, 8, 0), False, ValueError, r"head dim .* \[1, 256\], got 0", id="head-dim-0"),
+    pytest.param(t(1, 8, 257), t(1, 8, 257), t(1, 8, 257), False, ValueError, r"\[1, 256\], got 257", id="head-dim-257"),
+    pytest.param(*GOOD, "yes", TypeError, "is_causal must be a bool", id="is-causal"),
+    pytest.param([[1.0]], GOOD[1], GOOD[2], False, TypeError, "q must be a torch.Tensor", id="not-a-tensor"),
+]
+
+
+@pytest.mark.parametrize("q, k, v, is_causal, error, message", BAD)
+@pytest.mark.parametrize("entry", ["attention", "attention_with_lse", "flash_attention_forward"])
+def test_bad_input_raises(entry, q, k, v, is_causal, error, message):
+    with pytest.raises(error, match=message):
+        getattr(flash, entry)(q, k, v, is_causal)
+
+
+@pytest.mark.parametrize("block", [8, 48, 0])
+def test_bad_tile_size(block):
+    with pytest.raises(ValueError, match="block_q must be a power of two >= 16"):
+        flash.flash_attention_forward(*GOOD, block_q=block)
+
+
+@pytest.mark.gpu
+def test_mixed_devices():
+    with pytest.raises(ValueError, match="one device"):
+        flash.attention(GOOD[0].cuda(), GOOD[1].cpu(), GOOD[2].cuda())
+
+
+@pytest.mark.gpu
+def test_cpu_tensors_with_compiled_kernel():
+    if flash.INTERPRET:
+        pytest.skip("the interpreter runs on CPU tensors by design")
+    with pytest.raises(ValueError, match="needs CUDA tensors"):
+        flash.attention(*(x.cpu() for x in GOOD))
+
+
+def test_mixed_devices_on_cpu_meta():
+    # Without a GPU, a second device is the meta device: the check must name it, not crash.
+    with pytest.raises(ValueError, match="one device"):
+        flash.attention(GOOD[0], GOOD[1].to("meta"), GOOD[2])
