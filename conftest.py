@@ -5,9 +5,9 @@
 - ``gpu``-marked tests need CUDA and are skipped, with that reason, on a machine without it.
   ``pytest -m gpu`` runs only them.
 - Hypothesis profiles ``dev`` (default), ``ci`` (default when ``CI`` is set), ``nightly`` and
-  ``gpu`` all save to one example database, ``$FLASH_HYPOTHESIS_DB`` (default
-  ``.hypothesis/examples``), so failures found anywhere can be replayed from a copy of it.
-  Hypothesis' own ``ci`` profile saves nothing; ours replaces it.
+  ``gpu`` live in :mod:`fuzz.profiles`, shared with ``python -m fuzz``; all save to one example
+  database, ``$FLASH_HYPOTHESIS_DB`` (default ``.hypothesis/examples``), so failures found anywhere
+  can be replayed from a copy of it. ``--hypothesis-profile P`` picks another.
 """
 
 from __future__ import annotations
@@ -16,24 +16,11 @@ import os
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
 
+from fuzz import profiles
 from properties.kernels import DEFAULT_KERNEL, load_kernel
 
-HYPOTHESIS_DB = os.environ.get("FLASH_HYPOTHESIS_DB", os.path.join(".hypothesis", "examples"))
-
-_database = DirectoryBasedExampleDatabase(HYPOTHESIS_DB)
-_slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large]
-settings.register_profile("dev", database=_database, max_examples=10, deadline=None,
-                          suppress_health_check=_slow_ok)
-settings.register_profile("ci", database=_database, deadline=None,
-                          max_examples=25, suppress_health_check=_slow_ok, print_blob=True)
-settings.register_profile("nightly", database=_database, max_examples=500, deadline=None,
-                          suppress_health_check=_slow_ok, print_blob=True)
-settings.register_profile("gpu", database=_database, max_examples=100, deadline=None,
-                          suppress_health_check=_slow_ok, print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+profiles.load()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,6 +33,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Hypothesis' plugin has loaded --hypothesis-profile by now; record it (fuzz.profiles fixes
+    # the seed of fuzz tests under `ci`) and check that it is one of ours.
+    chosen = config.getoption("hypothesis_profile", default=None)
+    if chosen:
+        profiles.load(chosen)
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; `pytest -m gpu` runs only these")
 
 

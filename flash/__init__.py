@@ -1,23 +1,34 @@
-"""Flash Attention in Triton: a forward kernel, its autograd wrapper, and the kernel-module contract.
+"""Flash Attention in Triton: forward and backward kernels, autograd wrapper, kernel-module contract.
 
 This package is itself a *kernel module* as the test suite understands it: it has
 ``attention(q, k, v, is_causal=False) -> o`` and ``attention_with_lse(...) -> (o, lse)``.
+Gradients come from the Triton backward (:mod:`flash.backward_triton`) by default; the spec's dense
+PyTorch backward (:mod:`flash.backward`) is chosen per call with ``backward="dense"``, or as a kernel
+module of its own, :mod:`flash.with_dense_backward` (``pytest --kernel flash.with_dense_backward``).
 Without CUDA, the kernel runs in Triton's interpreter on CPU tensors (see :mod:`flash._runtime`).
 """
 
 from flash._runtime import INTERPRET
+from flash.backward_triton import BackwardConfig, backward_config, flash_attention_backward
 from flash.checks import MAX_HEAD_DIM, SUPPORTED_DTYPES
 from flash.forward import ForwardConfig, flash_attention_forward, forward_config
 from flash.function import FlashAttention, attention, attention_with_lse
 
+BATCH_INVARIANT = True
+"""Each leading-dim slice is computed by its own programs, so batching never changes a bit."""
+
 __all__ = [
+    "BATCH_INVARIANT",
     "INTERPRET",
     "MAX_HEAD_DIM",
     "SUPPORTED_DTYPES",
+    "BackwardConfig",
     "FlashAttention",
     "ForwardConfig",
     "attention",
     "attention_with_lse",
+    "backward_config",
+    "flash_attention_backward",
     "flash_attention_forward",
     "forward_config",
 ]

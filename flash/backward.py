@@ -6,10 +6,13 @@ Given the saved ``q, k, v, o``, the forward's row log-sum-exp ``lse`` and the up
     dv = P^T do,   dP = do v^T,   D = rowsum(do * o),   dS = P * (dP - D),
     dq = scale * dS k,   dk = scale * dS^T q
 
-All of it runs in float32 and materializes ``n_q x n_k`` per leading index (the memory cost the
-Triton backward of a later issue removes). Under CUDA it runs through ``torch.compile``; on the
-CPU (Triton interpreter) it runs eagerly, because inductor would recompile for every new shape the
-suite sweeps, at seconds each on a small machine. ``FLASH_COMPILE_BACKWARD=1`` or ``=0`` forces the
+All of it runs in float32 and materializes ``n_q x n_k`` per leading index: the memory cost the
+Triton backward, :mod:`flash.backward_triton`, avoids. That one is ``flash``'s default; this one is
+chosen with ``backward="dense"`` or the kernel module :mod:`flash.with_dense_backward`.
+
+Under CUDA it runs through ``torch.compile``; on the CPU (Triton interpreter) it runs eagerly,
+because inductor would recompile for every new shape the suite sweeps, at seconds each on a small
+machine. ``FLASH_COMPILE_BACKWARD=1`` or ``=0`` forces the
 choice; if compiling fails, the eager path is used and a warning says so once.
 """
 
@@ -39,6 +42,9 @@ def dense_backward(
     s = torch.matmul(qf, kf.transpose(-2, -1)) * scale
     if is_causal:
         s = s.masked_fill(causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    # P from the saved lse, as the spec says, not a softmax recomputed here: a wrong lse must show
+    # in the gradients. Its rounding (the forward's order, base 2) against these scores is what the
+    # error model's score term (properties.error_model.score_magnitude) allows for.
     p = torch.exp(s - lse.unsqueeze(-1))
     dv = torch.matmul(p.transpose(-2, -1), dof)
     dp = torch.matmul(dof, vf.transpose(-2, -1))

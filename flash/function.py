@@ -1,36 +1,59 @@
 """The autograd wrapper and the public functions of the kernel-module contract.
 
-``FlashAttention.apply(q, k, v, is_causal=False)`` runs the Triton forward, saves q, k, v, o and
-the row log-sum-exp, and backpropagates with :func:`flash.backward.flash_attention_backward`.
+``FlashAttention.apply(q, k, v, is_causal=False, backward="triton")`` runs the Triton forward, saves
+q, k, v, o and the row log-sum-exp, and backpropagates with one of two backward passes:
+
+- ``"triton"`` (the default): :func:`flash.backward_triton.flash_attention_backward`, the Triton
+  kernels (FlashAttention-2 style), memory linear in the sequence length, deterministic;
+- ``"dense"``: :func:`flash.backward.flash_attention_backward`, the spec's dense backward in
+  PyTorch (``torch.compile``-d under CUDA), which materializes ``n_q x n_k`` per leading index.
+
+Choose per call with ``flash.attention(..., backward="dense")``, or use the kernel module
+:mod:`flash.with_dense_backward` (``pytest --kernel flash.with_dense_backward`` gates it).
 """
 
 from __future__ import annotations
 
 import torch
 
-from flash.backward import flash_attention_backward
+from flash.backward import flash_attention_backward as dense_backward
+from flash.backward_triton import flash_attention_backward as triton_backward
 from flash.forward import flash_attention_forward
 
+BACKWARDS = {"triton": triton_backward, "dense": dense_backward}
+"""The backward passes ``FlashAttention`` can use, by name; the first is the default."""
 
-def _forward(ctx, q, k, v, is_causal):
+
+def _check_backward(backward: object) -> None:
+    if backward not in BACKWARDS:
+        raise ValueError(f"backward must be one of {sorted(BACKWARDS)}, got {backward!r}")
+
+
+def _forward(ctx, q, k, v, is_causal, backward):
+    _check_backward(backward)
     o, lse = flash_attention_forward(q, k, v, is_causal)
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.is_causal = is_causal
+    ctx.backward_name = backward
     return o, lse
 
 
 def _backward(ctx, do):
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = flash_attention_backward(q, k, v, o, lse, do, ctx.is_causal)
-    return dq, dk, dv, None
+    dq, dk, dv = BACKWARDS[ctx.backward_name](q, k, v, o, lse, do, ctx.is_causal)
+    return dq, dk, dv, None, None
 
 
 class FlashAttention(torch.autograd.Function):
-    """Flash Attention: Triton forward, dense PyTorch backward from the saved lse. Returns ``o``."""
+    """Flash Attention: Triton forward; Triton (default) or dense backward. Returns ``o``.
+
+    ``FlashAttention.apply(q, k, v, is_causal=False, backward="triton")``; ``backward`` is
+    ``"triton"`` or ``"dense"`` (see the module docstring).
+    """
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal=False):
-        o, _ = _forward(ctx, q, k, v, is_causal)
+    def forward(ctx, q, k, v, is_causal=False, backward="triton"):
+        o, _ = _forward(ctx, q, k, v, is_causal, backward)
         return o
 
     @staticmethod
@@ -42,8 +65,8 @@ class _FlashAttentionWithLse(torch.autograd.Function):
     """As :class:`FlashAttention`, also returning the lse (not differentiable)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal=False):
-        o, lse = _forward(ctx, q, k, v, is_causal)
+    def forward(ctx, q, k, v, is_causal=False, backward="triton"):
+        o, lse = _forward(ctx, q, k, v, is_causal, backward)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -53,22 +76,28 @@ class _FlashAttentionWithLse(torch.autograd.Function):
 
 
 def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, *,
+    backward: str = "triton",
 ) -> torch.Tensor:
     """``softmax(q k^T / sqrt(d)) v`` over ``[..., n, d]`` inputs; differentiable in q, k, v.
 
     Causal masking is top-left aligned: query ``i`` sees key ``j`` iff ``j <= i``, as
     ``scaled_dot_product_attention(is_causal=True)``. See :mod:`flash.forward` for what is
     supported. Bad arguments raise ``TypeError``/``ValueError`` naming the argument.
+
+    ``backward`` picks the gradient pass: ``"triton"`` (default; Triton kernels, memory linear in
+    the lengths, deterministic) or ``"dense"`` (the spec's dense PyTorch backward, ``n_q x n_k``
+    memory per leading index). Both give gradients within the suite's error model.
     """
-    return FlashAttention.apply(q, k, v, is_causal)
+    return FlashAttention.apply(q, k, v, is_causal, backward)
 
 
 def attention_with_lse(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, *,
+    backward: str = "triton",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`attention`, plus the row log-sum-exp of the scaled scores (float32, ``q.shape[:-1]``).
 
     The lse is returned for inspection and is not differentiable; gradients flow through ``o``.
     """
-    return _FlashAttentionWithLse.apply(q, k, v, is_causal)
+    return _FlashAttentionWithLse.apply(q, k, v, is_causal, backward)

@@ -3,10 +3,14 @@
 A check is ``check_<property>(kernel, case, device=None)``: it runs the kernel module on the case and
 raises ``AssertionError`` naming the check, kernel, case, worst element and bound, or
 :class:`~properties.kernels.NotApplicable` when the kernel lacks what the check needs. No pytest
-inside: the tests, the fuzzer and ``python -m properties`` all call the same functions.
+inside: the tests, the fuzzer and ``python -m properties`` all call the same functions. The
+invariants, their math and which hold bit-for-bit are listed in ``properties/README.md``.
 """
 
 from properties.case import Case
+from properties.causality import check_causal_future_ignored, check_causal_gradients_ignore_future
+from properties.determinism import check_deterministic
+from properties.gradients import check_gradcheck_float64
 from properties.kernels import NotApplicable, load_kernel
 from properties.oracle_agreement import (
     check_gradients_match_oracle,
@@ -14,21 +18,53 @@ from properties.oracle_agreement import (
     check_output_matches_oracle,
     default_device,
 )
+from properties.softmax import check_lse_normalizes_rows, check_rows_normalized
+from properties.stability import (
+    check_convex_hull,
+    check_identical_keys,
+    check_large_logits_stable,
+    check_single_key,
+)
+from properties.symmetry import (
+    check_batch_independent,
+    check_key_translation,
+    check_key_value_permutation,
+    check_query_permutation,
+    check_value_affine,
+)
 
 ORACLE_CHECKS = (check_output_matches_oracle, check_lse_matches_oracle, check_gradients_match_oracle)
 """Every check that compares against the float64 oracle."""
 
-ALL_CHECKS = ORACLE_CHECKS
+INVARIANT_CHECKS = (
+    check_rows_normalized,
+    check_lse_normalizes_rows,
+    check_causal_future_ignored,
+    check_causal_gradients_ignore_future,
+    check_value_affine,
+    check_key_translation,
+    check_key_value_permutation,
+    check_query_permutation,
+    check_batch_independent,
+    check_convex_hull,
+    check_single_key,
+    check_identical_keys,
+    check_deterministic,
+    check_large_logits_stable,
+    check_gradcheck_float64,
+)
+"""Every check of a property that holds for any correct kernel, with or without a reference."""
+
+ALL_CHECKS = ORACLE_CHECKS + INVARIANT_CHECKS
 """Every check, in the order reports list them."""
 
 __all__ = [
     "ALL_CHECKS",
+    "INVARIANT_CHECKS",
     "ORACLE_CHECKS",
     "Case",
     "NotApplicable",
-    "check_gradients_match_oracle",
-    "check_lse_matches_oracle",
-    "check_output_matches_oracle",
     "default_device",
     "load_kernel",
+    *(check.__name__ for check in ALL_CHECKS),
 ]

@@ -16,7 +16,7 @@ import torch
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
-LAYOUTS = ("contiguous", "seq_first", "heads_last", "strided", "offset", "broadcast_kv")
+LAYOUTS = ("contiguous", "seq_first", "heads_last", "strided", "offset", "broadcast_kv", "mixed")
 """How q, k, v (and the upstream gradient) sit in memory; every one but the first is non-contiguous
 except by accident, and none is copied by a correct kernel:
 
@@ -27,11 +27,42 @@ except by accident, and none is copied by a correct kernel:
 - ``strided``: every other row and column of a larger buffer whose other elements are NaN, so a
   kernel that ignores a stride reads NaN and fails loudly;
 - ``offset``: a view that starts 37 elements into a NaN-filled buffer (nonzero storage offset);
-- ``broadcast_kv``: k and v share one slice across the first leading dim (stride 0, ``expand``).
+- ``broadcast_kv``: k and v share one slice across the first leading dim (stride 0, ``expand``);
+- ``mixed``: q, k, v and the upstream gradient each in a different one of the layouts above
+  (:data:`MIXED`), so a kernel that addresses one tensor with another's strides is caught.
 """
 
-DISTRIBUTIONS = ("normal", "uniform")
-"""How values are drawn before ``scale`` multiplies them: standard normal, or uniform on [-1, 1)."""
+MIXED = {"q": "heads_last", "k": "seq_first", "v": "strided", "do": "offset"}
+"""The layout of each tensor under the ``mixed`` layout."""
+
+DISTRIBUTIONS = ("normal", "uniform", "large", "tiny", "outliers", "ties", "equal_scores")
+"""How q, k and v are drawn from the seed, and what ``scale`` means for each:
+
+- ``normal``: standard normal times ``scale``;
+- ``uniform``: uniform on [-1, 1) times ``scale``;
+- ``large``: q and v uniform on [-1, 1) times ``scale``, k uniform divided by ``scale``. With a large
+  ``scale`` the inputs reach toward both ends of the dtype's exponent range while the scores stay
+  of order 1, so the problem stays well conditioned and the exact output (up to ``scale``) and
+  gradients (``dk`` grows like ``scale**2``) stay representable. The fuzzer picks ``scale`` per
+  dtype so that holds; a larger one can overflow the inputs or gradients, which no kernel can fix;
+- ``tiny``: standard normal times ``scale`` for a ``scale`` far below 1 (down to the smallest normal
+  number, so some values are subnormal): the scores are nearly 0 and every row nearly uniform;
+- ``outliers``: standard normal, with about one element in 64 of each tensor (chosen by the seed)
+  multiplied by ``scale``: a few huge activations, hence a few very large scores in some rows;
+- ``ties``: q and v standard normal times ``scale``; the rows of k are drawn from a pool of three
+  distinct rows, so every row of scores repeats three values and its maximum is tied;
+- ``equal_scores``: q and v standard normal times ``scale``; every row of k is the same row, so all
+  scores of a query row are equal and its output is the mean of the v rows it sees.
+
+``normal`` and ``uniform`` draw q, then k, then v from one generator, so their lines replay the same
+tensors as before the other distributions existed.
+"""
+
+OUTLIER_RATE = 1 / 64
+"""The fraction of elements the ``outliers`` distribution multiplies by ``scale``."""
+
+TIE_POOL = 3
+"""How many distinct key rows the ``ties`` distribution repeats."""
 
 
 @dataclass(frozen=True)
@@ -80,26 +111,50 @@ class Case:
     def make_qkv(self, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v for this case, on ``device``, in the case's dtype and layout."""
         gen = torch.Generator().manual_seed(self.seed)
-        q = self._draw((*self.leading, self.n_q, self.head_dim), gen)
-        k = self._draw((*self.leading, self.n_k, self.head_dim), gen)
-        v = self._draw((*self.leading, self.n_k, self.head_dim), gen)
+        q, k, v = (t.to(self.torch_dtype) for t in self._draw_qkv(gen))
         if self.layout == "broadcast_kv" and self.leading:
             k, v = (t[:1].expand_as(t) for t in (k, v))
             return arrange(q, self.layout, device), _place(k, device), _place(v, device)
+        if self.layout == "mixed":
+            return tuple(arrange(t, MIXED[name], device) for name, t in zip("qkv", (q, k, v)))
         return tuple(arrange(t, self.layout, device) for t in (q, k, v))
 
     def make_grad_out(self, device: torch.device | str) -> torch.Tensor:
         """An upstream gradient ``do`` for the output, in the case's layout."""
         gen = torch.Generator().manual_seed(self.seed + 7919)
         do = torch.randn((*self.leading, self.n_q, self.head_dim), generator=gen)
-        return arrange(do.to(self.torch_dtype), self.layout, device)
+        layout = MIXED["do"] if self.layout == "mixed" else self.layout
+        return arrange(do.to(self.torch_dtype), layout, device)
 
-    def _draw(self, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
-        if self.distribution == "normal":
-            t = torch.randn(shape, generator=gen)
-        else:
-            t = torch.rand(shape, generator=gen) * 2 - 1
-        return (t * self.scale).to(self.torch_dtype)
+    def _draw_qkv(self, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v in float32, row-major, drawn from ``gen`` as :data:`DISTRIBUTIONS` describes."""
+        q_shape = (*self.leading, self.n_q, self.head_dim)
+        kv_shape = (*self.leading, self.n_k, self.head_dim)
+        kind, scale = self.distribution, self.scale
+        if kind in ("normal", "tiny"):
+            return tuple(torch.randn(s, generator=gen) * scale for s in (q_shape, kv_shape, kv_shape))
+        if kind == "uniform":
+            return tuple(_uniform(s, gen) * scale for s in (q_shape, kv_shape, kv_shape))
+        if kind == "large":
+            q, k, v = (_uniform(s, gen) for s in (q_shape, kv_shape, kv_shape))
+            return q * scale, k / scale, v * scale
+        if kind == "outliers":
+            out = []
+            for s in (q_shape, kv_shape, kv_shape):
+                t = torch.randn(s, generator=gen)
+                hit = torch.rand(s, generator=gen) < OUTLIER_RATE
+                out.append(torch.where(hit, t * scale, t))
+            return tuple(out)
+        q = torch.randn(q_shape, generator=gen) * scale
+        v = torch.randn(kv_shape, generator=gen) * scale
+        pool = TIE_POOL if kind == "ties" else 1
+        rows = torch.randn((*self.leading, pool, self.head_dim), generator=gen) * scale
+        pick = torch.randint(0, pool, (self.n_k,), generator=gen)
+        return q, rows[..., pick, :], v
+
+
+def _uniform(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    return torch.rand(shape, generator=gen) * 2 - 1
 
 
 def _place(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:

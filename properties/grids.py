@@ -61,3 +61,69 @@ def gpu_cases() -> list[Case]:
         cases.append(Case(4097, 4095, 128, (1, 2), dtype, causal))
         cases.append(Case(16384, 16384, 64, (1,), dtype, causal))
     return cases
+
+
+BACKWARD_EDGE_LENGTHS = (1, 17, 31, 33, 64, 127, 129)
+"""Lengths around the backward's tiles (16, 32, 64 and 128 rows, see ``flash.backward_config``)."""
+
+
+def backward_cpu_cases() -> list[Case]:
+    """Gradient cases for the interpreter: backward tile edges, ``n_q != n_k``, head dims, layouts."""
+    cases = []
+    square = list(itertools.product(BACKWARD_EDGE_LENGTHS, (False, True)))
+    for (n, causal), dtype in zip(square, _cycle(CPU_DTYPES, len(square))):
+        cases.append(Case(n, n, 64 if dtype == "float16" else 32, (2,), dtype, causal))
+    for (n_q, n_k), causal in itertools.product(((17, 130), (130, 17), (1, 65), (65, 1)), (False, True)):
+        cases.append(Case(n_q, n_k, 32, (1, 2), "float32" if causal else "float16", causal, seed=3))
+    n = len(HEAD_DIMS)
+    for d, dtype, causal in zip(HEAD_DIMS, _cycle(CPU_DTYPES, n), _cycle((True, True, False), n)):
+        cases.append(Case(65, 97, d, (1,), dtype, causal))
+    for layout, causal in itertools.product(LAYOUTS, (False, True)):
+        cases.append(Case(33, 70, 24, (2, 2), "float16" if causal else "float32", causal, layout, seed=4))
+    return cases
+
+
+def backward_gpu_cases() -> list[Case]:
+    """Gradient cases for the compiled backward: bfloat16 first, every head dim, up to 16k."""
+    cases = []
+    for dtype, d, causal in itertools.product(GPU_DTYPES, HEAD_DIMS, (False, True)):
+        cases.append(Case(129, 127, d, (2, 2), dtype, causal))
+        if dtype == "bfloat16":
+            cases.append(Case(4097, 4095, d, (1, 1), dtype, causal))
+            cases.append(Case(1023, 2049, d, (1, 2), dtype, causal, "heads_last"))
+    for dtype, layout, causal in itertools.product(GPU_DTYPES, LAYOUTS, (False, True)):
+        cases.append(Case(257, 1025, 96, (2, 3), dtype, causal, layout, seed=5))
+    for causal, d in itertools.product((False, True), (64, 128)):
+        cases.append(Case(16384, 16384, d, (1,), "bfloat16", causal))
+    return cases
+
+
+def property_cpu_cases() -> list[Case]:
+    """Cases for the invariant checks in the interpreter: fewer than :func:`cpu_cases` (each check
+    calls the kernel several times), still at tile edges, both dtypes, causal both ways, odd layouts."""
+    return [
+        Case(1, 1, 16, (), "float32", True),  # a lone row and a lone key
+        Case(63, 65, 24, (2,), "float16", True),  # one short of a tile, one over; padded head dim
+        Case(64, 64, 16, (2,), "float32", False),  # exactly one tile
+        Case(65, 129, 32, (1,), "float32", True, distribution="uniform", scale=3.0),  # peaked rows
+        Case(129, 63, 80, (1,), "float16", False),  # n_q > n_k, head dim padded to 128
+        Case(97, 65, 24, (1, 2), "float32", True, "strided", seed=1),  # two leading dims
+        Case(65, 97, 16, (2,), "float16", True, "broadcast_kv", seed=2),
+        Case(17, 33, 40, (), "float32", False, "offset", seed=3),
+    ]
+
+
+def property_gpu_cases() -> list[Case]:
+    """Cases for the invariant checks on the compiled kernel: every dtype (bfloat16 only here),
+    head dims up to 256, lengths past 4k."""
+    cases = []
+    for dtype in GPU_DTYPES:
+        cases += [
+            Case(1, 1, 16, (), dtype, True),
+            Case(127, 129, 64, (2, 2), dtype, True),
+            Case(129, 65, 80, (2, 3), dtype, False, "heads_last", seed=1),
+            Case(1023, 1025, 128, (1, 2), dtype, True, seed=2),
+            Case(257, 255, 256, (2,), dtype, False, "strided", seed=3),
+            Case(4097, 4095, 64, (1,), dtype, True, seed=4),
+        ]
+    return cases

@@ -3,7 +3,9 @@
 A *kernel module* is any importable module with
 ``attention(q, k, v, is_causal=False) -> o`` (differentiable in q, k, v) and, optionally,
 ``attention_with_lse(q, k, v, is_causal=False) -> (o, lse)`` with ``lse`` float32 of shape
-``q.shape[:-1]``.
+``q.shape[:-1]``, and, optionally, ``BATCH_INVARIANT = True``: a promise that each leading-dim
+slice is computed on its own, so a slice computed alone is bit-for-bit its part of a batched call
+(``check_batch_independent`` then demands exactly that).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def check_output_matches_oracle(kernel: ModuleType, case: Case, device=None) -> 
         o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
     em.assert_within_error_model(
         em.OUTPUT, o, o64, o_ref, dtype=q.dtype, magnitude=float(v.abs().max()),
-        context=_context("check_output_matches_oracle", kernel, case),
+        scores=em.score_magnitude(q, k), context=_context("check_output_matches_oracle", kernel, case),
     )
 
 
@@ -50,8 +50,8 @@ def check_lse_matches_oracle(kernel: ModuleType, case: Case, device=None) -> Non
     if lse.dtype != torch.float32:
         raise AssertionError(f"log-sum-exp: {context}: dtype {lse.dtype}, expected torch.float32")
     em.assert_within_error_model(
-        em.LSE, lse, lse64, lse_ref, dtype=q.dtype, magnitude=float(lse64.abs().max()) + 1.0,
-        context=context, axes=("row",),
+        em.LSE, lse, lse64, lse_ref, dtype=q.dtype, magnitude=1.0,
+        scores=em.lse_scores(q, k, lse64), context=context, axes=("row",),
     )
 
 
@@ -70,8 +70,10 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
     want = grads(lambda *a: dense_attention(*a, case.is_causal)[0], torch.float64)
     ref = grads(lambda *a: dense_attention(*a, case.is_causal, compute_dtype=None)[0], None)
     magnitudes = em.gradient_magnitudes(q, k, v, do, want)
+    scores = em.score_magnitude(q, k)
     for name, g, g64, g_ref, magnitude in zip(("dq", "dk", "dv"), got, want, ref, magnitudes):
         quantity = em.Quantity(f"gradient {name}", em.GRADIENT.factor)
         em.assert_within_error_model(
-            quantity, g, g64, g_ref, dtype=q.dtype, magnitude=magnitude, context=context
+            quantity, g, g64, g_ref, dtype=q.dtype, magnitude=magnitude, scores=scores,
+            context=context
         )

@@ -1,0 +1,350 @@
+"""The Triton backward kernels of Flash Attention (FlashAttention-2 style) and their launcher.
+
+Given the saved ``q, k, v, o``, the forward's row log-sum-exp ``lse`` and the upstream gradient
+``do``, with ``S = scale * q k^T`` and ``P = exp(S - lse)`` recomputed tile by tile:
+
+    D = rowsum(do * o),   dv = P^T do,   dP = do v^T,   dS = P * (dP - D),
+    dq = scale * dS k,    dk = scale * dS^T q
+
+in three launches, none of which allocates anything of size ``n_q x n_k``:
+
+1. ``_backward_preprocess_kernel``: ``D`` (float32, ``[B, n_q]``), one program per query tile;
+2. ``_backward_dkdv_kernel``: one program per (key tile, leading index) holds its k and v tiles and
+   the ``dk``, ``dv`` accumulators, and streams over the query tiles that can see it;
+3. ``_backward_dq_kernel``: one program per (query tile, leading index) holds q, do and the ``dq``
+   accumulator, and streams over the key tiles it can see.
+
+Caution, what this backward does and does not do:
+
+- it covers what the forward covers (:mod:`flash.forward`): any leading dims and strides
+  (including stride 0 on a leading dim, and any strides of ``do``), nothing copied; any
+  ``n_q, n_k >= 1``; float16, bfloat16, float32 (float32 products in IEEE fp32, not TF32); head
+  dims 1..256, padded to a power of two and masked; causal top-left (query ``i`` sees key ``j``
+  iff ``j <= i``);
+- it is **deterministic**: every element of ``dq``, ``dk``, ``dv`` is written by exactly one
+  program, which sums its tiles in a fixed order; there are no atomics, so two calls on the same
+  inputs (and the same tile sizes) give bit-identical gradients;
+- a causal key tile skips the query tiles wholly before it (they cannot see it), and a causal
+  query tile skips the key tiles wholly after it, as in the forward; keys that no query sees
+  (causal with ``n_k > n_q``) get ``dk = dv = 0``;
+- ``dk``, ``dv`` come back contiguous in the *shape* of ``k``, ``v``: for a stride-0 broadcast
+  ``k`` that is the expanded shape, which is what autograd expects of the gradient of a view;
+- 16-bit inputs: ``P`` and ``dS`` are rounded to the input dtype before their products, as the
+  forward rounds ``P``; accumulators are float32;
+- it does not support dropout, attention bias, sliding windows or float64.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernels are decorated)
+from flash.forward import LOG2E, padded_head_dim, slice_offsets
+
+
+@triton.jit
+def _backward_preprocess_kernel(
+    Out, DO, Delta,
+    O_OFFSETS, DO_OFFSETS,  # int64 [B]: where each leading index's [n_q, d] slice starts
+    stride_on, stride_od, stride_don, stride_dod,
+    N_Q, HEAD_DIM, num_q_tiles,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    # D_i = sum_d do_id * o_id, in float32: the row term of dS = P * (dP - D).
+    pid = tl.program_id(0)
+    pid_q = pid % num_q_tiles
+    pid_b = pid // num_q_tiles
+    offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_q = offs_q < N_Q
+    mask = mask_q[:, None] & (offs_d < HEAD_DIM)[None, :]
+    rows = offs_q[:, None].to(tl.int64)
+    o = tl.load(Out + tl.load(O_OFFSETS + pid_b) + rows * stride_on + offs_d[None, :] * stride_od,
+                mask=mask, other=0.0)
+    do = tl.load(DO + tl.load(DO_OFFSETS + pid_b) + rows * stride_don + offs_d[None, :] * stride_dod,
+                 mask=mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(Delta + pid_b.to(tl.int64) * N_Q + offs_q, delta, mask=mask_q)
+
+
+@triton.jit
+def _backward_dkdv_kernel(
+    Q, K, V, DO, LSE, Delta, DK, DV,
+    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,  # int64 [B]: slice starts, as in the forward
+    stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_don, stride_dod,
+    N_Q, N_K, HEAD_DIM, num_k_tiles,
+    qk_scale,  # softmax scale times log2(e): scores live in base 2, as in the forward
+    sm_scale,  # the softmax scale itself, applied to dk once at the end
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    # One program per (key tile, leading index); it owns rows [start_k, start_k + BLOCK_K) of dk
+    # and dv, so nothing is shared between programs and no atomics are needed. Everything is
+    # computed transposed ([BLOCK_K, BLOCK_Q]) so that the products with q and do need no
+    # transposes of the accumulators.
+    pid = tl.program_id(0)
+    pid_k = pid % num_k_tiles
+    pid_b = pid // num_k_tiles
+
+    q_base = Q + tl.load(Q_OFFSETS + pid_b)
+    do_base = DO + tl.load(DO_OFFSETS + pid_b)
+    k_base = K + tl.load(K_OFFSETS + pid_b)
+    v_base = V + tl.load(V_OFFSETS + pid_b)
+    lse_base = LSE + pid_b.to(tl.int64) * N_Q
+    delta_base = Delta + pid_b.to(tl.int64) * N_Q
+
+    start_k = pid_k * BLOCK_K
+    offs_k = start_k + tl.arange(0, BLOCK_K)
+    offs_q = tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_k = offs_k < N_K
+    mask_d = offs_d < HEAD_DIM
+    mask_kd = mask_k[:, None] & mask_d[None, :]
+
+    # -- this program's k and v tiles stay in registers for the whole loop --
+    rows_k = offs_k[:, None].to(tl.int64)
+    k = tl.load(k_base + rows_k * stride_kn + offs_d[None, :] * stride_kd, mask=mask_kd, other=0.0)
+    v = tl.load(v_base + rows_k * stride_vn + offs_d[None, :] * stride_vd, mask=mask_kd, other=0.0)
+    dk = tl.zeros([BLOCK_K, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_K, BLOCK_D], dtype=tl.float32)
+
+    # Causal: query i sees key j iff j <= i, so rows before start_k see nothing of this tile;
+    # start at the query tile holding row start_k. If start_k >= N_Q no row sees it: the loop is
+    # empty and dk = dv = 0, which is the right gradient.
+    lo = 0
+    if IS_CAUSAL:
+        lo = (start_k // BLOCK_Q) * BLOCK_Q
+
+    for start_q in range(lo, N_Q, BLOCK_Q):
+        rows = start_q + offs_q
+        mask_q = rows < N_Q
+        mask_dq = mask_d[:, None] & mask_q[None, :]
+        # -- load q and do transposed, [D, BQ] --
+        qt = tl.load(q_base + rows[None, :].to(tl.int64) * stride_qn + offs_d[:, None] * stride_qd,
+                     mask=mask_dq, other=0.0)
+        do_t = tl.load(do_base + rows[None, :].to(tl.int64) * stride_don + offs_d[:, None] * stride_dod,
+                       mask=mask_dq, other=0.0)
+        lse = tl.load(lse_base + rows, mask=mask_q, other=0.0) * 1.4426950408889634  # base 2
+        delta = tl.load(delta_base + rows, mask=mask_q, other=0.0)
+        # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
+        # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
+        st = tl.dot(k, qt, input_precision=INPUT_PRECISION) * qk_scale
+        visible = mask_q[None, :]
+        if IS_CAUSAL:
+            visible = visible & (rows[None, :] >= offs_k[:, None])
+        st = tl.where(visible, st, float("-inf"))
+        pt = tl.exp2(st - lse[None, :])
+        # -- dv += P^T do --
+        dv += tl.dot(pt.to(do_t.dtype), tl.trans(do_t), input_precision=INPUT_PRECISION)
+        # -- dS^T = P^T * (dP^T - D), dP^T = v do^T; dk += dS^T q --
+        dpt = tl.dot(v, do_t, input_precision=INPUT_PRECISION)
+        dst = pt * (dpt - delta[None, :])
+        dk += tl.dot(dst.to(qt.dtype), tl.trans(qt), input_precision=INPUT_PRECISION)
+
+    dk *= sm_scale
+    # dk and dv are contiguous [B, N_K, HEAD_DIM] (allocated by the launcher).
+    out = pid_b.to(tl.int64) * N_K * HEAD_DIM + rows_k * HEAD_DIM + offs_d[None, :]
+    tl.store(DK + out, dk.to(DK.dtype.element_ty), mask=mask_kd)
+    tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=mask_kd)
+
+
+@triton.jit
+def _backward_dq_kernel(
+    Q, K, V, DO, LSE, Delta, DQ,
+    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,
+    stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_don, stride_dod,
+    N_Q, N_K, HEAD_DIM, num_q_tiles,
+    qk_scale, sm_scale,
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    # One program per (query tile, leading index); it owns rows of dq, as the forward owns rows
+    # of o, and recomputes the same P the dk/dv kernel does (a second pass instead of atomics).
+    pid = tl.program_id(0)
+    pid_q = pid % num_q_tiles
+    pid_b = pid // num_q_tiles
+
+    k_base = K + tl.load(K_OFFSETS + pid_b)
+    v_base = V + tl.load(V_OFFSETS + pid_b)
+
+    offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_q = offs_q < N_Q
+    mask_d = offs_d < HEAD_DIM
+    mask_qd = mask_q[:, None] & mask_d[None, :]
+
+    rows_q = offs_q[:, None].to(tl.int64)
+    q = tl.load(Q + tl.load(Q_OFFSETS + pid_b) + rows_q * stride_qn + offs_d[None, :] * stride_qd,
+                mask=mask_qd, other=0.0)
+    do = tl.load(DO + tl.load(DO_OFFSETS + pid_b) + rows_q * stride_don + offs_d[None, :] * stride_dod,
+                 mask=mask_qd, other=0.0)
+    lse = tl.load(LSE + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0) * 1.4426950408889634
+    delta = tl.load(Delta + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0)
+    dq = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)
+
+    # Causal: key tiles wholly in the future of this query tile are never visited.
+    hi = N_K
+    if IS_CAUSAL:
+        hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)
+
+    for start_k in range(0, hi, BLOCK_K):
+        cols = start_k + offs_k
+        mask_k = cols < N_K
+        mask_dk = mask_d[:, None] & mask_k[None, :]
+        # -- load k and v transposed, [D, BK] --
+        kt = tl.load(k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd,
+                     mask=mask_dk, other=0.0)
+        vt = tl.load(v_base + cols[None, :].to(tl.int64) * stride_vn + offs_d[:, None] * stride_vd,
+                     mask=mask_dk, other=0.0)
+        # -- recompute P; keys past the end (and, if causal, in the future) get exp2(-inf) = 0 --
+        s = tl.dot(q, kt, input_precision=INPUT_PRECISION) * qk_scale
+        visible = mask_k[None, :]
+        if IS_CAUSAL:
+            visible = visible & (offs_q[:, None] >= cols[None, :])
+        s = tl.where(visible, s, float("-inf"))
+        p = tl.exp2(s - lse[:, None])
+        # -- dS = P * (dP - D), dP = do v^T; dq += dS k --
+        dp = tl.dot(do, vt, input_precision=INPUT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt), input_precision=INPUT_PRECISION)
+
+    dq *= sm_scale
+    out = pid_b.to(tl.int64) * N_Q * HEAD_DIM + rows_q * HEAD_DIM + offs_d[None, :]
+    tl.store(DQ + out, dq.to(DQ.dtype.element_ty), mask=mask_qd)
+
+
+class BackwardConfig(NamedTuple):
+    """Launch parameters of the backward kernels.
+
+    ``block_q_dkdv x block_k_dkdv`` are the tiles of the dk/dv kernel (a key tile held, query
+    tiles streamed), ``block_q_dq x block_k_dq`` those of the dq kernel (a query tile held, key
+    tiles streamed). They are independent of the forward's tiles.
+    """
+
+    block_q_dkdv: int
+    block_k_dkdv: int
+    block_q_dq: int
+    block_k_dq: int
+    num_warps: int
+    num_stages: int
+
+
+def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
+    """Default launch parameters, keyed on the padded head dim and the dtype.
+
+    The held tile is the wide one (128 rows for 16-bit inputs up to d = 64), the streamed tile the
+    narrow one, as in FlashAttention-2. The dk/dv kernel holds two input tiles and two float32
+    accumulators of the held tile's size, so wide head dims and float32 take smaller tiles and fewer
+    pipeline stages. Every choice was compiled for sm_90 (Triton 3.6, ptxas of its wheel): none
+    spills registers, and the largest takes 98 KB of the H100's 228 KB of shared memory.
+    """
+    block_d = padded_head_dim(head_dim)
+    if dtype == torch.float32:
+        if block_d == 256:
+            return BackwardConfig(16, 32, 32, 16, 8, 1)
+        if block_d == 128:
+            return BackwardConfig(16, 64, 64, 16, 8, 1)
+        return BackwardConfig(16, 32, 32, 32, 4, 2)
+    if block_d == 256:
+        return BackwardConfig(32, 32, 32, 32, 8, 1)
+    if block_d == 128:
+        return BackwardConfig(32, 64, 64, 64, 8, 2)
+    return BackwardConfig(32, 128, 128, 32, 8, 3)
+
+
+_PREPROCESS_BLOCK_Q = 64
+
+
+def flash_attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    is_causal: bool,
+    *,
+    config: BackwardConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of ``o = softmax(q k^T / sqrt(d)) v`` with respect to q, k and v, in Triton.
+
+    Args:
+        q: ``[..., n_q, d]``; k, v: ``[..., n_k, d]``, as given to the forward (any strides).
+        o: ``[..., n_q, d]`` the forward's output; lse: ``[..., n_q]`` float32, its row
+            log-sum-exp (natural log) of the scaled scores.
+        do: ``[..., n_q, d]`` the upstream gradient of ``o`` (any strides, same dtype as q).
+        is_causal: as in the forward (top-left aligned).
+        config: tile sizes and launch options; default :func:`backward_config`. Tile sizes must
+            be powers of two >= 16.
+
+    Returns:
+        ``dq`` shaped like q, ``dk`` like k, ``dv`` like v, contiguous, in the dtype of q.
+    """
+    config = backward_config(q.shape[-1], q.dtype) if config is None else config
+    for name in ("block_q_dkdv", "block_k_dkdv", "block_q_dq", "block_k_dq"):
+        block = getattr(config, name)
+        if block < 16 or block & (block - 1):
+            raise ValueError(f"{name} must be a power of two >= 16, got {block}")
+    if do.shape != o.shape or do.dtype != q.dtype:
+        raise ValueError(
+            f"do must match o: expected shape {tuple(o.shape)} and dtype {q.dtype}, "
+            f"got {tuple(do.shape)} and {do.dtype}"
+        )
+
+    *lead, n_q, d = q.shape
+    n_k = k.shape[-2]
+    batch = math.prod(lead)
+    block_d = padded_head_dim(d)
+    lse = lse.contiguous()  # the forward's lse already is; this is a no-op then
+    delta = torch.empty((batch, n_q), dtype=torch.float32, device=q.device)
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=q.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
+    q_off, k_off, v_off, do_off = (slice_offsets(t) for t in (q, k, v, do))
+    strides = (q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1),
+               v.stride(-2), v.stride(-1), do.stride(-2), do.stride(-1))
+    scale = 1.0 / math.sqrt(d)
+    launch = dict(
+        IS_CAUSAL=is_causal,
+        BLOCK_D=block_d,
+        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+    )
+
+    # -- 1. D = rowsum(do * o) --
+    tiles = triton.cdiv(n_q, _PREPROCESS_BLOCK_Q)
+    _backward_preprocess_kernel[(tiles * batch,)](
+        o, do, delta, slice_offsets(o), do_off,
+        o.stride(-2), o.stride(-1), do.stride(-2), do.stride(-1),
+        n_q, d, tiles,
+        BLOCK_Q=_PREPROCESS_BLOCK_Q, BLOCK_D=block_d,
+    )
+    # -- 2. dk, dv: one program per key tile, streaming over query tiles --
+    tiles = triton.cdiv(n_k, config.block_k_dkdv)
+    _backward_dkdv_kernel[(tiles * batch,)](
+        q, k, v, do, lse, delta, dk, dv, q_off, k_off, v_off, do_off, *strides,
+        n_q, n_k, d, tiles, LOG2E * scale, scale,
+        BLOCK_Q=config.block_q_dkdv, BLOCK_K=config.block_k_dkdv, **launch,
+    )
+    # -- 3. dq: one program per query tile, streaming over key tiles --
+    tiles = triton.cdiv(n_q, config.block_q_dq)
+    _backward_dq_kernel[(tiles * batch,)](
+        q, k, v, do, lse, delta, dq, q_off, k_off, v_off, do_off, *strides,
+        n_q, n_k, d, tiles, LOG2E * scale, scale,
+        BLOCK_Q=config.block_q_dq, BLOCK_K=config.block_k_dq, **launch,
+    )
+    return dq, dk, dv

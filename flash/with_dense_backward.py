@@ -1,0 +1,33 @@
+"""Kernel module: the Triton forward with the spec's dense PyTorch backward.
+
+The same forward as :mod:`flash`, backpropagated by :func:`flash.backward.flash_attention_backward`
+(dense, from the saved lse, ``torch.compile``-d under CUDA) instead of the Triton backward that is
+``flash``'s default. It exists so the suite gates both backward passes:
+
+    python -m pytest --kernel flash.with_dense_backward
+
+Equivalent per call: ``flash.attention(q, k, v, is_causal, backward="dense")``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from flash import function as _function
+
+
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+) -> torch.Tensor:
+    """:func:`flash.attention` with ``backward="dense"``."""
+    return _function.attention(q, k, v, is_causal, backward="dense")
+
+
+def attention_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`flash.attention_with_lse` with ``backward="dense"``."""
+    return _function.attention_with_lse(q, k, v, is_causal, backward="dense")
+
+BATCH_INVARIANT = True
+"""The same forward as :mod:`flash`: each leading-dim slice is computed by its own programs."""

@@ -1,0 +1,217 @@
+"""``python -m fuzz``: fuzz a kernel module, replay saved failures, reproduce one case, pin it.
+
+    python -m fuzz run --kernel flash --budget 600        # fuzz every check for 10 minutes
+    python -m fuzz replay                                 # re-run every failure in the database
+    python -m fuzz repro "Case(n_q=65, ...)" --plot e.png # one case: full report, error plot
+    python -m fuzz pin "Case(n_q=65, ...)" --check NAME   # keep it in the regression corpus
+
+Exit status: 1 when a check failed (``run``, ``replay``, ``repro``), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from properties.kernels import DEFAULT_KERNEL
+
+
+def _checks(names: list[str] | None):
+    from properties import ALL_CHECKS
+
+    by_name = {check.__name__: check for check in ALL_CHECKS}
+    if not names:
+        return list(ALL_CHECKS)
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise SystemExit(f"unknown check(s) {unknown}; known: {sorted(by_name)}")
+    return [by_name[n] for n in names]
+
+
+def _size(name: str):
+    import torch
+
+    from fuzz.engine import size_named
+
+    return size_named(name if name != "auto" else ("gpu" if torch.cuda.is_available() else "cpu"))
+
+
+def _command(verb: str, case, check: str | None, kernel: str | None = None) -> str:
+    # Case lines hold single-quoted strings only, so double quotes paste in any POSIX shell.
+    parts = ["python -m fuzz", verb, f'"{case}"']
+    if check:
+        parts += ["--check", check]
+    if kernel:
+        parts += ["--kernel", kernel]
+    return " ".join(parts)
+
+
+def _table(rows: list[tuple], header: tuple) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)  # noqa: E731
+                               for i, (x, w) in enumerate(zip(r, widths)))
+    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
+
+
+def cmd_run(args) -> int:
+    from fuzz import profiles
+    from fuzz.runner import fuzz_checks
+
+    profile = profiles.load(args.profile)
+    db_dir = args.db or profiles.database_dir()
+    size = _size(args.size)
+    checks = _checks(args.check)
+    print(f"fuzzing kernel {args.kernel}: {len(checks)} checks, {args.budget:g} s, profile {profile}, "
+          f"{size.name} sizes, database {db_dir}", flush=True)
+    start = time.monotonic()
+    results = fuzz_checks(
+        args.kernel, check_names=[c.__name__ for c in checks], budget=args.budget, size=size,
+        database=profiles.database(db_dir), profile=profile, shrink_budget=args.shrink_budget,
+        case_timeout=args.case_timeout, random_seed=args.seed,
+    )
+    rows = [(r.name, r.examples, r.failed, r.not_applicable, r.verdict) for r in results]
+    print()
+    print(_table(rows, ("property", "examples", "failures", "n/a", "verdict")))
+    failed = [r for r in results if r.failure is not None]
+    for r in failed:
+        case, verdict = r.failure
+        note = " (shrinking cut short by the budget)" if r.shrink_cut_short else ""
+        print(f"\nFAILED {r.name}: {verdict.status}{note}")
+        for line in verdict.message.splitlines()[:4]:
+            print(f"  {line}")
+        print(f"  minimal case: {case}")
+        print(f"  replay: {_command('repro', case, r.name, args.kernel)}")
+        print(f"  pin:    {_command('pin', case, r.name)}")
+    total = sum(r.examples for r in results)
+    print(f"\n{'FAIL' if failed else 'PASS'}: {len(failed)} of {len(results)} checks failed, "
+          f"{total} examples in {time.monotonic() - start:.0f} s (kernel {args.kernel})")
+    return 1 if failed else 0
+
+
+def cmd_replay(args) -> int:
+    import torch
+
+    from fuzz import profiles
+    from fuzz.engine import stored_cases
+    from fuzz.isolation import IsolatedChecker
+    from fuzz.strategies import SIZES
+
+    db_dir = args.db or profiles.database_dir()
+    database = profiles.database(db_dir)
+    checks = _checks(args.check)
+    on_gpu = torch.cuda.is_available()
+    found = failing = 0
+    print(f"replaying the failures saved in {db_dir} against kernel {args.kernel}", flush=True)
+    with IsolatedChecker(args.kernel, case_timeout=args.case_timeout) as checker:
+        for check in checks:
+            for size in SIZES.values():
+                cases = stored_cases(check.__name__, size, database)
+                if cases and size.name == "gpu" and not on_gpu:
+                    print(f"skipped {len(cases)} gpu-sized case(s) of {check.__name__}: needs CUDA")
+                    continue
+                for case in cases:
+                    found += 1
+                    verdict = checker.check(check.__name__, case)
+                    failing += verdict.failed
+                    print(f"{verdict.status.upper():<7} {check.__name__}\t{case}")
+                    if verdict.failed:
+                        first = verdict.message.splitlines()[0] if verdict.message else ""
+                        print(f"        {first}")
+                        print(f"        {_command('repro', case, check.__name__, args.kernel)}")
+    print(f"\n{found} saved failure(s) replayed; {failing} still failing against {args.kernel}")
+    return 1 if failing else 0
+
+
+def cmd_repro(args) -> int:
+    from fuzz.isolation import run_check
+    from properties import load_kernel
+    from properties.case import Case
+
+    case = Case.parse(args.case)
+    kernel = load_kernel(args.kernel)
+    checks = _checks(args.check)
+    print(f"kernel {args.kernel}, {case}")
+    failed = 0
+    for check in checks:
+        verdict, _ = run_check(check, kernel, case)
+        failed += verdict.failed
+        print(f"\n{verdict.status.upper():<7} {check.__name__}")
+        for line in verdict.message.splitlines():
+            print(f"  {line}")
+    if args.plot:
+        from fuzz.plot import plot_output_error
+
+        print("\n" + plot_output_error(kernel, case, args.plot))
+    print(f"\n{'FAIL' if failed else 'PASS'}: {failed} of {len(checks)} checks failed")
+    return 1 if failed else 0
+
+
+def cmd_pin(args) -> int:
+    from pathlib import Path
+
+    from fuzz import corpus
+    from properties.case import Case
+
+    case = Case.parse(args.case)
+    check = args.check or corpus.ALL
+    if check != corpus.ALL:
+        _checks([check])
+    path = Path(args.corpus) if args.corpus else corpus.corpus_path()
+    added = corpus.append(case, check=check, comment=args.comment or "", path=path)
+    print(f"{'pinned' if added else 'already pinned'} in {path}: {check}\t{case}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def kernel_arg(p):
+        p.add_argument("--kernel", default=DEFAULT_KERNEL, help="kernel module (default: flash)")
+
+    run = sub.add_parser("run", help="fuzz every check against a kernel for a time budget")
+    kernel_arg(run)
+    run.add_argument("--budget", type=float, required=True, help="wall-clock seconds for the search")
+    run.add_argument("--profile", default=None, help="Hypothesis profile: dev, ci, nightly, gpu "
+                     "(default: $HYPOTHESIS_PROFILE, ci if $CI is set, else dev)")
+    run.add_argument("--db", default=None, help="example database directory "
+                     "(default: $FLASH_HYPOTHESIS_DB, else .hypothesis/examples)")
+    run.add_argument("--check", action="append", help="fuzz only this check (repeatable)")
+    run.add_argument("--size", choices=("auto", "cpu", "cpu-quick", "gpu"), default="auto",
+                     help="case sizes, see fuzz/strategies.py (default: gpu if CUDA is available, else cpu)")
+    run.add_argument("--seed", type=int, default=None, help="fix the random draws")
+    run.add_argument("--shrink-budget", type=float, default=None,
+                     help="seconds a failure may be shrunk past its check's share (default: max(share, 60))")
+    run.add_argument("--case-timeout", type=float, default=600.0,
+                     help="seconds one check may take on one case before it fails as a timeout")
+    run.set_defaults(func=cmd_run)
+
+    replay = sub.add_parser("replay", help="re-run every failing example saved in the database")
+    kernel_arg(replay)
+    replay.add_argument("--db", default=None, help="example database directory")
+    replay.add_argument("--check", action="append", help="replay only this check (repeatable)")
+    replay.add_argument("--case-timeout", type=float, default=600.0)
+    replay.set_defaults(func=cmd_replay)
+
+    repro = sub.add_parser("repro", help="run one case and print the full comparison report")
+    repro.add_argument("case", help='a case line: "Case(n_q=..., ...)"')
+    kernel_arg(repro)
+    repro.add_argument("--check", action="append", help="run only this check (default: every check)")
+    repro.add_argument("--plot", metavar="FILE.png", help="draw the output's error over (row, column)")
+    repro.set_defaults(func=cmd_repro)
+
+    pin = sub.add_parser("pin", help="append a case to the regression corpus")
+    pin.add_argument("case", help='a case line: "Case(n_q=..., ...)"')
+    pin.add_argument("--check", default=None, help="the check that runs it (default: every check)")
+    pin.add_argument("--comment", default=None, help="a comment line written above it")
+    pin.add_argument("--corpus", default=None, help="corpus file (default: $FLASH_FUZZ_CORPUS, "
+                     "else fuzz/corpus.txt)")
+    pin.set_defaults(func=cmd_pin)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

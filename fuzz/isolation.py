@@ -1,0 +1,177 @@
+"""Running checks in a child process, so that a kernel crash is one case's failure, not the run's end.
+
+An :class:`IsolatedChecker` keeps one worker process (``multiprocessing``, spawn start method) that
+imports the kernel module once and runs ``check(kernel, case)`` for each case the parent sends it.
+The parent gets back a :class:`Verdict`:
+
+- ``pass``, ``fail`` (an ``AssertionError``: the kernel is wrong), ``n/a`` (``NotApplicable``);
+- ``error``: any other exception from the check, with its last traceback lines;
+- ``crash``: the worker died while running this case (a segfault, ``os._exit``, the OOM killer);
+  a fresh worker is started for the next case;
+- ``timeout``: no verdict within ``case_timeout`` seconds; the worker is killed and replaced;
+- ``abandoned``: not a verdict: the caller's ``give_up_at`` time came first (its budget is spent);
+  the worker is killed and replaced.
+
+On a GPU, an illegal memory access leaves the CUDA context unusable for every later call, so after
+an ``error`` on a CUDA device the worker exits and the next case gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import traceback
+from dataclasses import dataclass
+
+__all__ = ["FAILING", "IsolatedChecker", "Verdict"]
+
+FAILING = ("fail", "error", "crash", "timeout")
+"""Verdict statuses that count as failures."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one check said about one case: a status (see the module docstring) and its message."""
+
+    status: str
+    message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING
+
+
+def run_check(check, kernel, case) -> tuple[Verdict, bool]:
+    """Run one check in this process: its :class:`Verdict`, and whether the device may be poisoned."""
+    from properties.kernels import NotApplicable
+
+    try:
+        check(kernel, case)
+    except NotApplicable as reason:
+        return Verdict("n/a", str(reason)), False
+    except AssertionError as exc:
+        return Verdict("fail", str(exc)), False
+    except Exception as exc:  # noqa: BLE001 - any other exception is this case's failure
+        tail = "".join(traceback.format_exception(exc)[-3:]).rstrip()
+        message = f"{type(exc).__name__} raised by {check.__name__}: {exc}\n{tail}"
+        return Verdict("error", message), True
+    return Verdict("pass"), False
+
+
+def _serve(conn, kernel_name: str) -> None:
+    """The worker's loop: receive ``(check_name, case_line)``, send back ``(status, message)``."""
+    import torch
+
+    from properties import ALL_CHECKS, load_kernel
+    from properties.case import Case
+
+    kernel = load_kernel(kernel_name)
+    checks = {check.__name__: check for check in ALL_CHECKS}
+    on_gpu = torch.cuda.is_available()
+    conn.send(("ready", ""))
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        check_name, line = request
+        verdict, poisoned = run_check(checks[check_name], kernel, Case.parse(line))
+        conn.send((verdict.status, verdict.message))
+        if poisoned and on_gpu:
+            return  # the CUDA context may be unusable; the parent starts a fresh worker
+
+
+class IsolatedChecker:
+    """Runs checks on cases in a worker process that is replaced whenever it dies or hangs.
+
+    Args:
+        kernel_name: the kernel module the worker imports.
+        case_timeout: seconds a single check may take before it counts as a ``timeout``.
+    """
+
+    def __init__(self, kernel_name: str, *, case_timeout: float = 600.0) -> None:
+        self.kernel_name = kernel_name
+        self.case_timeout = case_timeout
+        self.restarts = 0
+        self._context = multiprocessing.get_context("spawn")
+        self._process = None
+        self._conn = None
+
+    def __enter__(self) -> IsolatedChecker:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(target=_serve, args=(child, self.kernel_name), daemon=True)
+        process.start()
+        child.close()
+        self._process, self._conn = process, parent
+        # The import of the kernel module is where a broken module fails first: say so.
+        if not parent.poll(self.case_timeout):
+            self._kill()
+            raise RuntimeError(f"the worker did not import kernel {self.kernel_name} in time")
+        try:
+            parent.recv()
+        except EOFError:
+            code = self._kill()
+            raise RuntimeError(
+                f"the worker could not import kernel {self.kernel_name} (exit code {code})"
+            ) from None
+
+    def _kill(self) -> int | None:
+        process, self._process = self._process, None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if process is None:
+            return None
+        if process.is_alive():
+            process.kill()
+        process.join()
+        return process.exitcode
+
+    def check(self, check_name: str, case, *, give_up_at: float | None = None) -> Verdict:
+        """The verdict of ``check_name`` on ``case``, run in the worker; ``abandoned`` if
+        ``time.monotonic()`` passes ``give_up_at`` first."""
+        if self._process is None or not self._process.is_alive():
+            if self._process is not None:
+                self.restarts += 1
+                self._kill()
+            self._start()
+        conn = self._conn
+        start = time.monotonic()
+        try:
+            conn.send((check_name, str(case)))
+            while not conn.poll(0.5):
+                now = time.monotonic()
+                if give_up_at is not None and now > give_up_at:
+                    self._kill()
+                    return Verdict("abandoned", "the time budget ran out first")
+                if now - start > self.case_timeout:
+                    self._kill()
+                    self.restarts += 1
+                    return Verdict("timeout", f"{check_name} gave no verdict within "
+                                              f"{self.case_timeout:g} s; the worker was killed")
+            status, message = conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            elapsed = time.monotonic() - start
+            code = self._kill()
+            self.restarts += 1
+            return Verdict("crash", f"the worker process died (exit code {code}) after "
+                                    f"{elapsed:.1f} s running {check_name} on this case")
+        return Verdict(status, message)
+
+    def close(self) -> None:
+        """Stop the worker."""
+        if self._conn is not None and self._process is not None and self._process.is_alive():
+            try:
+                self._conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+            self._process.join(timeout=5)
+        self._kill()

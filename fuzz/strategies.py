@@ -1,0 +1,239 @@
+"""Hypothesis strategies for attention problems: :class:`~properties.case.Case` and ragged batches.
+
+Every strategy takes keyword-only parameters and draws the *description* of a problem (shapes,
+dtype, layout, value distribution, a seed), never the elements: the tensors are built from the
+seed by :meth:`Case.make_qkv`, so a case is cheap to draw, to shrink and to print as one line.
+
+Shrinking goes toward the simplest problem: lengths toward 1 (then toward the tile edges), head
+dim 16, no leading dims, float32, not causal, contiguous, standard normal values, seed 0. So a
+failure is reported as the smallest case that still shows it.
+
+How big cases get is one parameter, a :class:`Size`: :data:`CPU` (for the Triton interpreter,
+which costs about a second per call at n ~ 1000) or :data:`GPU` (lengths up to 16k, bfloat16).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from properties.case import LAYOUTS, Case
+
+__all__ = [
+    "CPU",
+    "CPU_QUICK",
+    "GPU",
+    "SIZES",
+    "Size",
+    "cases",
+    "dtypes",
+    "head_dims",
+    "layouts",
+    "leading_dims",
+    "length_pairs",
+    "lengths",
+    "ragged_batches",
+    "ragged_lengths",
+    "values",
+]
+
+BLOCK = 64
+"""The kernel's default tile width: lengths around its multiples are where masking goes wrong."""
+
+
+@dataclass(frozen=True)
+class Size:
+    """How large drawn problems may be.
+
+    Attributes:
+        name: ``"cpu"`` or ``"gpu"``; also part of the fuzzer's database keys.
+        max_len: the largest ``n_q`` / ``n_k`` drawn routinely.
+        rare_max_len: tile edges up to this length are drawn rarely (one length in 20); 0: never.
+        max_work: a cap on ``prod(leading) * n_q * n_k`` (the score elements of one call), so
+            that the float64 oracle stays affordable; leading dims are trimmed to fit.
+        dtypes: the dtypes drawn, the simplest first.
+        log_lengths: draw free lengths log-uniformly (GPU: most of 1..16384 is huge) rather
+            than uniformly.
+        min_head_dim: the smallest head dim drawn (some checks cost ``n_k / d`` kernel calls).
+    """
+
+    name: str
+    max_len: int
+    rare_max_len: int
+    max_work: int
+    dtypes: tuple[str, ...]
+    log_lengths: bool = False
+    min_head_dim: int = 1
+
+
+CPU = Size("cpu", max_len=300, rare_max_len=1025, max_work=2 * 1025 * 1025,
+           dtypes=("float32", "float16"))
+"""For the Triton interpreter: lengths up to 300, now and then a tile edge up to 1025; no bfloat16 (the
+interpreter's bfloat16 ``tl.dot`` returns garbage)."""
+
+CPU_QUICK = Size("cpu-quick", max_len=160, rare_max_len=0, max_work=2 * 160 * 160,
+                 dtypes=("float32", "float16"), min_head_dim=8)
+"""For the CPU test suite, which runs every check in a minute or two on two cores: lengths up to
+160 (the tile edges 63..129 included), no rare long ones, head dims from 8 (reading the
+probabilities back costs ``n_k / d`` kernel calls). ``python -m fuzz run`` uses :data:`CPU`."""
+
+GPU = Size("gpu", max_len=16384, rare_max_len=16385, max_work=4 * 4096 * 4096,
+           dtypes=("float16", "bfloat16", "float32"), log_lengths=True, min_head_dim=8)
+"""For the compiled kernel: lengths up to 16k (log-uniform), bfloat16 included; head dims from 8
+(reading probabilities back costs ``n_k / d`` calls: 2048 at 16k; the CPU sizes cover d < 8)."""
+
+SIZES = {size.name: size for size in (CPU, CPU_QUICK, GPU)}
+
+
+@st.composite
+def lengths(draw, *, size: Size = CPU, block: int = BLOCK) -> int:
+    """A sequence length >= 1: mostly a tile edge (1 first), else any length, rarely a long one.
+
+    Weights: 12 in 20 a tile edge ``m * block + offset``, offset in (+1, 0, -1), up to
+    ``size.max_len`` (1 is ``m = 0``); 7 in 20 a free length up to ``size.max_len``; 1 in 20 a
+    tile edge up to ``size.rare_max_len``. The multiple and the offset are drawn apart, and the
+    rare branch draws them the same way, so shrinking walks ``m`` down (1025 -> ... -> 65) instead
+    of being stuck on one listed length. Shrinks toward 1.
+    """
+    kind = draw(st.integers(0, 19))
+    if kind < 12 or (kind == 19 and size.rare_max_len):
+        top = size.max_len if kind < 12 else size.rare_max_len
+        m = draw(st.integers(0, top // block))
+        offset = draw(st.sampled_from((1, 0, -1)))
+        return min(max(1, m * block + offset), top)
+    if size.log_lengths:
+        top = draw(st.integers(0, int(math.log2(size.max_len)) - 1))
+        return draw(st.integers(2**top, 2 ** (top + 1)))
+    return draw(st.integers(1, size.max_len))
+
+
+@st.composite
+def length_pairs(draw, *, size: Size = CPU, block: int = BLOCK) -> tuple[int, int]:
+    """``(n_q, n_k)``: equal (the simplest), or drawn independently, so ``n_q != n_k`` both ways."""
+    n_q = draw(lengths(size=size, block=block))
+    if draw(st.booleans()):
+        return n_q, draw(lengths(size=size, block=block))
+    return n_q, n_q
+
+
+def head_dims(*, min_dim: int = 1) -> st.SearchStrategy[int]:
+    """Head dims ``min_dim``..256: powers of two (16 first), odd sizes that need padding, or any."""
+    return st.one_of(
+        st.sampled_from([d for d in (16, 32, 64, 128, 256, 1, 2, 4, 8) if d >= min_dim]),
+        st.sampled_from([d for d in (24, 40, 59, 80, 96, 111, 3, 127, 200) if d >= min_dim]),
+        st.integers(min_dim, 256),
+    )
+
+
+def dtypes(*, size: Size = CPU) -> st.SearchStrategy[str]:
+    """The dtypes ``size`` allows: float32 and float16 on CPU, plus bfloat16 on GPU."""
+    return st.sampled_from(size.dtypes)
+
+
+def layouts() -> st.SearchStrategy[str]:
+    """Every memory layout of :data:`properties.case.LAYOUTS`, contiguous first."""
+    return st.sampled_from(LAYOUTS)
+
+
+def leading_dims(*, max_dims: int = 3, max_size: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
+    """Leading (batch, heads, ...) dims: none first, then up to ``max_dims`` of size 1..``max_size``."""
+    return st.lists(st.integers(1, max_size), max_size=max_dims).map(tuple)
+
+
+# Scales per dtype for the distributions whose scale is about the dtype's range (see
+# properties.case.DISTRIBUTIONS). "large": q and v reach `scale` and k 1/scale; dk grows like
+# scale**2 * |do| * n, which must stay finite in the dtype, so float16 stops at 2**5 (dk ~ 2**10 *
+# n) while float32 and bfloat16 reach 2**40 (inputs at 1e12 and 1e-12, gradients at ~1e24).
+# "tiny": down to the dtype's smallest normal numbers, so that a share of the values is subnormal.
+_LARGE = {"float16": (2.0**3, 2.0**5), "bfloat16": (2.0**20, 2.0**40), "float32": (2.0**20, 2.0**40)}
+_TINY = {"float16": (2.0**-8, 2.0**-12), "bfloat16": (2.0**-60, 2.0**-120),
+         "float32": (2.0**-60, 2.0**-120)}
+
+
+def values(*, dtype: str) -> st.SearchStrategy[tuple[str, float]]:
+    """``(distribution, scale)``, drawn together because what a scale means depends on both.
+
+    Standard normal with scale 1 first; then uniform, larger or smaller normals, the dtype-aware
+    ``large`` and ``tiny``, ``outliers`` (x10 to x100), ``ties`` and ``equal_scores``.
+    """
+    return st.one_of(
+        st.tuples(st.just("normal"), st.sampled_from((1.0, 0.5, 2.0, 4.0))),
+        st.tuples(st.just("uniform"), st.sampled_from((1.0, 3.0))),
+        st.tuples(st.just("large"), st.sampled_from(_LARGE[dtype])),
+        st.tuples(st.just("tiny"), st.sampled_from(_TINY[dtype])),
+        st.tuples(st.just("outliers"), st.sampled_from((10.0, 30.0, 100.0))),
+        st.tuples(st.just("ties"), st.sampled_from((1.0, 4.0))),
+        st.tuples(st.just("equal_scores"), st.sampled_from((1.0, 4.0))),
+    )
+
+
+def _fit_leading(leading: tuple[int, ...], n_q: int, n_k: int, max_work: int) -> tuple[int, ...]:
+    """``leading`` with trailing dims dropped (then sizes lowered) until the work fits."""
+    lead = list(leading)
+    while lead and math.prod(lead) * n_q * n_k > max_work:
+        if lead[-1] > 1:
+            lead[-1] -= 1
+        else:
+            lead.pop()
+    return tuple(lead)
+
+
+@st.composite
+def cases(draw, *, size: Size = CPU, block: int = BLOCK) -> Case:
+    """A :class:`Case`: lengths, head dim, leading dims, dtype, causality, layout, values, seed.
+
+    Related values are drawn together: the pair of lengths at once, the distribution with its
+    dtype-aware scale. Leading dims are trimmed so ``prod(leading) * n_q * n_k`` stays within
+    ``size.max_work``.
+    """
+    n_q, n_k = draw(length_pairs(size=size, block=block))
+    head_dim = draw(head_dims(min_dim=size.min_head_dim))
+    leading = _fit_leading(draw(leading_dims()), n_q, n_k, size.max_work)
+    dtype = draw(dtypes(size=size))
+    is_causal = draw(st.booleans())
+    layout = draw(layouts())
+    distribution, scale = draw(values(dtype=dtype))
+    seed = draw(st.integers(0, 2**16))
+    return Case(n_q, n_k, head_dim, leading, dtype, is_causal, layout, distribution, scale, seed)
+
+
+@st.composite
+def ragged_lengths(draw, *, size: Size = CPU, max_sequences: int = 4,
+                   block: int = BLOCK) -> tuple[int, ...]:
+    """Per-sequence lengths of one batch: each a tile edge or any length, in uneven mixes.
+
+    Either independent lengths (:func:`lengths`), or a deliberately lopsided mix: one long
+    sequence among length-1 ones. Shrinks toward a single sequence of length 1.
+    """
+    if draw(st.booleans()):
+        long = draw(lengths(size=size, block=block))
+        n_short = draw(st.integers(1, max_sequences - 1))
+        where = draw(st.integers(0, n_short))
+        mix = [1] * n_short
+        mix.insert(where, long)
+        return tuple(mix)
+    return tuple(draw(st.lists(lengths(size=size, block=block), min_size=1, max_size=max_sequences)))
+
+
+@st.composite
+def ragged_batches(draw, *, size: Size = CPU, max_sequences: int = 4,
+                   block: int = BLOCK) -> list[Case]:
+    """A ragged batch as one :class:`Case` per sequence: shared head dim, dtype, causality, layout
+    and values; per-sequence lengths from :func:`ragged_lengths` (self-attention, ``n_q = n_k``)
+    and per-sequence seeds.
+
+    The kernel takes no padding mask or packed ``cu_seqlens`` yet, so a ragged batch is checked
+    sequence by sequence; a masked or packed path will take the same lengths.
+    """
+    seq_lens = draw(ragged_lengths(size=size, max_sequences=max_sequences, block=block))
+    head_dim = draw(head_dims(min_dim=size.min_head_dim))
+    dtype = draw(dtypes(size=size))
+    is_causal = draw(st.booleans())
+    layout = draw(layouts())
+    distribution, scale = draw(values(dtype=dtype))
+    seed = draw(st.integers(0, 2**16))
+    heads = _fit_leading((2,), max(seq_lens), max(seq_lens), size.max_work)
+    return [Case(n, n, head_dim, heads, dtype, is_causal, layout, distribution, scale, seed + i)
+            for i, n in enumerate(seq_lens)]

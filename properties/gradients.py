@@ -1,0 +1,80 @@
+"""Gradients by finite differences: ``torch.autograd.gradcheck`` in float64.
+
+Agreement with the oracle's autograd is :func:`properties.oracle_agreement.check_gradients_match_oracle`;
+this check needs no oracle at all, only the kernel's own forward: its backward must be the
+derivative of its forward. It needs float64 (finite differences in lower precision are noise), so a
+kernel that rejects float64 inputs (``TypeError``/``ValueError``) is :class:`NotApplicable`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+from torch.autograd.gradcheck import GradcheckError
+
+from properties import _common
+from properties.case import Case
+from properties.kernels import NotApplicable, kernel_name
+from properties.oracle_agreement import default_device
+
+GRADCHECK_SIZES = {"n_q": 5, "n_k": 7, "head_dim": 4}
+"""Gradcheck perturbs each input element twice: the case is cut to at most these sizes (and one
+leading slice), keeping its causality, layout, distribution and seed. Its ``scale`` is set to 1:
+finite differences with one step ``eps`` for every input need inputs of order one (a ``large``
+case has q near 1e6 and k near 1e-6, where no single step works)."""
+
+# gradcheck's own defaults, named here so that the failure message can quote them: float64 finite
+# differences of an O(1) function, not a bound of this suite's error model.
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
+
+
+def _worst_jacobian_entry(fn, inputs) -> str:
+    """Where the analytical Jacobian (the kernel's backward) is furthest from central differences."""
+    names = ("q", "k", "v")
+    analytical = torch.autograd.functional.jacobian(fn, inputs)
+    worst = (-1.0, "")
+    for i, x in enumerate(inputs):
+        flat = x.detach().reshape(-1)
+        for e in range(flat.numel()):
+            def shifted(delta, e=e, i=i):
+                xs = [t.detach().clone() for t in inputs]
+                xs[i].reshape(-1)[e] += delta
+                with torch.no_grad():
+                    return fn(*xs)
+            numerical = (shifted(EPS) - shifted(-EPS)) / (2 * EPS)
+            got = analytical[i].reshape(numerical.numel(), -1)[:, e].reshape(numerical.shape)
+            excess = (got - numerical).abs() - (ATOL + RTOL * numerical.abs())
+            j = int(excess.reshape(-1).argmax())
+            if float(excess.reshape(-1)[j]) > worst[0]:
+                out_idx = tuple(int(t) for t in torch.unravel_index(torch.tensor(j), numerical.shape))
+                in_idx = tuple(int(t) for t in torch.unravel_index(torch.tensor(e), x.shape))
+                worst = (float(excess.reshape(-1)[j]),
+                         f"d o{list(out_idx)} / d {names[i]}{list(in_idx)}: backward "
+                         f"{float(got.reshape(-1)[j]):.6g}, finite differences "
+                         f"{float(numerical.reshape(-1)[j]):.6g}")
+    return worst[1]
+
+
+def check_gradcheck_float64(kernel: ModuleType, case: Case, device=None) -> None:
+    """``torch.autograd.gradcheck`` of the kernel in float64 on a small cut of the case."""
+    device = device or default_device()
+    small = case.replace(**{key: min(getattr(case, key), size) for key, size in GRADCHECK_SIZES.items()},
+                         leading=(1,) if case.leading else (), scale=1.0)
+    ctx = _common.context("check_gradcheck_float64", kernel, case) + f" (cut to {small})"
+    q, k, v = (_common.place(t.double(), small, device, name).requires_grad_()
+               for name, t in zip("qkv", small.make_qkv("cpu")))
+    try:
+        with torch.no_grad():
+            kernel.attention(q, k, v, small.is_causal)
+    except (TypeError, ValueError) as exc:
+        raise NotApplicable(f"kernel module {kernel_name(kernel)} does not take float64 ({exc})") from exc
+    fn = lambda *a: kernel.attention(*a, small.is_causal)
+    try:
+        torch.autograd.gradcheck(fn, (q, k, v), eps=EPS, atol=ATOL, rtol=RTOL)
+    except GradcheckError as exc:
+        first = str(exc).strip().splitlines()[0].rstrip(",")
+        raise AssertionError(
+            f"gradcheck in float64: {ctx}: {first}; worst at {_worst_jacobian_entry(fn, (q, k, v))}; "
+            f"bound = gradcheck's atol {ATOL:g} + rtol {RTOL:g} x |finite difference| (eps {EPS:g})"
+        ) from None

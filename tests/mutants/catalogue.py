@@ -1,0 +1,102 @@
+"""The catalogue of mutants: one realistic Flash Attention bug each (see :mod:`tests.mutants`).
+
+Each docstring-like ``doc`` names the bug and the smallest input that shows it. Grouped by where
+the bug lives: the forward recurrence, masking, the softmax scale, the lse, accumulator precision,
+strides and offsets, head-dim padding, numerical stability.
+
+Left out on purpose: bugs that cannot change any stored value, such as loading v's padded head-dim
+columns unmasked (the garbage only reaches output columns that are never stored). The mutation
+gate judged that one by running it: it survived the whole suite, as it must. Such reads past a
+row are the memory sanitizer's to catch, not the test suite's.
+"""
+
+from __future__ import annotations
+
+from tests.mutants import Mutant
+
+F = "flash.forward"
+B = "flash.backward_triton"
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # -- softmax scale --
+    Mutant("scale_1_over_d", F, "LOG2E / math.sqrt(d),", "LOG2E / d,",
+           "scores scaled by 1/d instead of 1/sqrt(d); any d >= 2 with n_k >= 2"),
+    Mutant("scale_missing_log2e", F, "LOG2E / math.sqrt(d),", "1.0 / math.sqrt(d),",
+           "exp2 used without folding log2(e) into the scale: softmax at the wrong temperature; n_k >= 2"),
+    Mutant("exp_instead_of_exp2", F, "p = tl.exp2(s - m_new[:, None])", "p = tl.exp(s - m_new[:, None])",
+           "probabilities by exp of base-2 scores, inconsistent with the rescaling; n_k >= 2"),
+    # -- forward recurrence --
+    Mutant("denominator_not_rescaled", F, "l_i = l_i * alpha + tl.sum(p, 1)", "l_i = l_i + tl.sum(p, 1)",
+           "running denominator not rescaled when the max grows; needs two key tiles, n_k >= 65"),
+    Mutant("accumulator_not_rescaled", F, "acc = acc * alpha[:, None] + tl.dot(", "acc = acc + tl.dot(",
+           "running output not rescaled when the max grows; needs two key tiles, n_k >= 65"),
+    Mutant("running_max_not_updated", F, "        m_i = m_new\n", "        m_i = m_i\n",
+           "m_i never leaves -inf, so every tile rescales the past to zero; n_k >= 65"),
+    Mutant("missing_normalization", F, "acc = acc / l_i[:, None]", "acc = acc",
+           "output not divided by the softmax denominator; any input with n_k >= 2 or large scores"),
+    Mutant("first_key_tile_skipped", F, "for start_k in range(0, hi, BLOCK_K):",
+           "for start_k in range(BLOCK_K, hi, BLOCK_K):",
+           "the loop starts at the second key tile; any input (n_k <= 64 sees no key at all)"),
+    # -- masking: tile edges and the causal diagonal --
+    Mutant("key_tail_unmasked", F, "visible = mask_k[None, :]", "visible = cols[None, :] >= 0",
+           "keys past n_k in the last tile get score 0 instead of -inf; n_k % 64 != 0, non-causal"),
+    Mutant("causal_diagonal_excluded", F, "offs_q[:, None] >= cols[None, :]", "offs_q[:, None] > cols[None, :]",
+           "causal mask hides the diagonal (j < i instead of j <= i); causal, any n"),
+    Mutant("causal_diagonal_unmasked", F,
+           "visible = visible & (offs_q[:, None] >= cols[None, :])", "visible = visible",
+           "causal only shortens the loop; the diagonal tile is not masked: causal, n >= 2"),
+    Mutant("causal_loop_skips_diagonal_tile", F, "hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)",
+           "hi = tl.minimum(N_K, pid_q * BLOCK_Q)",
+           "causal loop stops before the diagonal tile; causal, any n"),
+    Mutant("causal_loop_one_tile_short", F, "hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)",
+           "hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q - BLOCK_K)",
+           "causal loop drops the last visible key tile when tiles are 64 wide; causal, n_q >= 65"),
+    # -- lse --
+    Mutant("lse_in_base_2", F, "lse = (m_i + tl.log2(l_i)) / 1.4426950408889634", "lse = m_i + tl.log2(l_i)",
+           "lse stored in base 2, not natural log; any input (lse check; breaks a backward using it)"),
+    Mutant("lse_without_denominator", F, "lse = (m_i + tl.log2(l_i)) / 1.4426950408889634",
+           "lse = m_i / 1.4426950408889634", "lse is only the row max; n_k >= 2"),
+    Mutant("lse_stored_with_n_k_stride", F, "tl.store(LSE + pid_b.to(tl.int64) * N_Q + offs_q",
+           "tl.store(LSE + pid_b.to(tl.int64) * N_K + offs_q",
+           "lse of batch b stored at b * n_k: wrong (or out of bounds) when n_q != n_k with 2+ slices"),
+    # -- strides and batch offsets --
+    Mutant("k_uses_q_offsets", F, "k_base = K + tl.load(K_OFFSETS + pid_b)", "k_base = K + tl.load(Q_OFFSETS + pid_b)",
+           "k's slice located with q's offsets: wrong when q and k slices differ in size (n_q != n_k)"),
+    Mutant("v_uses_k_row_stride", F, "cols[:, None].to(tl.int64) * stride_vn", "cols[:, None].to(tl.int64) * stride_kn",
+           "v rows addressed with k's row stride: wrong only when k and v are laid out differently"),
+    Mutant("head_dim_stride_ignored", F, "offs_d[None, :] * stride_qd", "offs_d[None, :]",
+           "q's head-dim stride assumed 1: wrong for a q sliced along d (strided layout)"),
+    # -- head-dim padding --
+    Mutant("q_head_padding_unmasked", F, "q = tl.load(q_ptrs, mask=mask_q[:, None] & mask_d[None, :], other=0.0)",
+           "q = tl.load(q_ptrs, mask=mask_q[:, None], other=0.0)",
+           "q's padded head-dim columns read the next row's values: d not a power of two (24, 80, 96)"),
+    # -- precision --
+    Mutant("fp32_products_in_tf32", F, 'INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32"',
+           'INPUT_PRECISION="tf32"',
+           "float32 inputs multiplied in TF32 (10-bit mantissa): fp32 results off by ~1e-3; GPU only, "
+           "the interpreter computes in fp32 whatever it is told", gpu_only=True),
+    Mutant("probabilities_in_half", F, "tl.dot(p.to(v.dtype), v,", "tl.dot(p.to(tl.float16).to(v.dtype), v,",
+           "probabilities rounded to fp16 before p @ v even for fp32 inputs; fp32, any n_k >= 2"),
+    # -- numerical stability --
+    Mutant("no_max_subtraction", F, "m_new = tl.maximum(m_i, tl.max(s, 1))", "m_new = tl.maximum(m_i, 0.0 * tl.max(s, 1))",
+           "softmax without subtracting the row max: exp2 overflows once scores pass ~128; large logits"),
+    # -- backward formulas and masks (the Triton backward, flash's default) --
+    Mutant("dk_missing_scale", B, "dk *= sm_scale", "dk *= 1.0",
+           "dk not multiplied by the softmax scale; any d >= 2 with n_k >= 2"),
+    Mutant("dq_missing_scale", B, "dq *= sm_scale", "dq *= 1.0",
+           "dq not multiplied by the softmax scale; any d >= 2 with n_k >= 2"),
+    Mutant("dq_without_delta", B, "ds = p * (dp - delta[:, None])", "ds = p * dp",
+           "dq's dS forgets the rowsum(dO * O) term; n_k >= 2"),
+    Mutant("delta_without_do", B, "delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)",
+           "delta = tl.sum(o.to(tl.float32), 1)", "D = rowsum(O) instead of rowsum(dO * O); n_k >= 2"),
+    Mutant("dkdv_causal_diagonal_excluded", B, "visible = visible & (rows[None, :] >= offs_k[:, None])",
+           "visible = visible & (rows[None, :] > offs_k[:, None])",
+           "dk/dv recompute P with the diagonal masked; causal, any n"),
+    Mutant("dkdv_causal_loop_starts_late", B, "lo = (start_k // BLOCK_Q) * BLOCK_Q",
+           "lo = (start_k // BLOCK_Q + 1) * BLOCK_Q",
+           "dk/dv skip the query tile holding the diagonal; causal, any n"),
+    Mutant("dq_lse_in_natural_log", B,
+           "lse = tl.load(LSE + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0) * 1.4426950408889634",
+           "lse = tl.load(LSE + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0)",
+           "dq recomputes P = exp2(s - lse) with the lse left in natural log; any input"),
+)

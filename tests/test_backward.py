@@ -1,0 +1,177 @@
+"""The Triton backward (``flash``'s default) against the float64 oracle, its tiles, and its determinism.
+
+These test ``flash`` itself, not ``--kernel``: the kernel under test gets the same gradient check in
+``test_oracle_agreement.py``. Here: the backward's own grids (lengths around its tiles, every layout,
+every head dim), a sweep of its tile sizes, bit-identical gradients on repeated calls, the Triton and
+the dense backward agreeing within the error model, and (on a GPU) no ``n_q x n_k`` buffer.
+"""
+
+import types
+
+import pytest
+import torch
+
+import flash
+from flash.backward_triton import BackwardConfig
+from oracle.dense import dense_attention
+from properties import Case, check_gradients_match_oracle
+from properties import error_model as em
+from properties.grids import backward_cpu_cases, backward_gpu_cases
+from tests.helpers import case_params
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.mark.parametrize("case", case_params(backward_cpu_cases()))
+def test_gradients_match_oracle(case):
+    check_gradients_match_oracle(flash, case)
+
+
+@pytest.mark.parametrize("case", case_params(backward_gpu_cases(), gpu=True))
+def test_gradients_match_oracle_gpu(case):
+    check_gradients_match_oracle(flash, case)
+
+
+class _TiledBackward(torch.autograd.Function):
+    """The Triton forward and backward, with the backward's tiles given explicitly."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal, config):
+        o, lse = flash.flash_attention_forward(q, k, v, is_causal)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.is_causal, ctx.config = is_causal, config
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        grads = flash.flash_attention_backward(*ctx.saved_tensors, do, ctx.is_causal, config=ctx.config)
+        return (*grads, None, None)
+
+
+def tiled_kernel(config: BackwardConfig) -> types.ModuleType:
+    """A kernel module whose backward uses ``config`` (named after it, for failure messages)."""
+    module = types.ModuleType(
+        f"flash[backward tiles dk/dv {config.block_q_dkdv}x{config.block_k_dkdv}, "
+        f"dq {config.block_q_dq}x{config.block_k_dq}]"
+    )
+    module.attention = lambda q, k, v, is_causal=False: _TiledBackward.apply(q, k, v, is_causal, config)
+    return module
+
+
+TILES = [  # (block_q_dkdv, block_k_dkdv, block_q_dq, block_k_dq): square, skewed both ways, wide
+    (16, 16, 16, 16), (16, 64, 64, 16), (64, 16, 16, 64), (32, 128, 128, 32), (128, 32, 32, 128),
+]
+
+
+@pytest.mark.parametrize("tiles", TILES, ids=lambda t: "x".join(map(str, t)))
+@pytest.mark.parametrize("case", [Case(97, 130, 24, (2,), "float32", True, "seq_first"),
+                                  Case(129, 65, 64, (1,), "float16", False, "strided"),
+                                  Case(65, 63, 40, (1,), "float32", True)], ids=str)
+def test_backward_tile_sizes(case, tiles):
+    """Every tile shape of the backward, independent of the forward's, gives a correct gradient."""
+    check_gradients_match_oracle(tiled_kernel(BackwardConfig(*tiles, 4, 1)), case)
+
+
+def _grads(fn, case, dtype=None):
+    q, k, v = case.make_qkv(DEVICE)
+    do = case.make_grad_out(DEVICE)
+    leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
+    out = fn(*leaves)
+    return torch.autograd.grad(out, leaves, do.to(out.dtype))
+
+
+DETERMINISM_CASES = [Case(130, 97, 80, (2, 2), "float16", True, "heads_last", seed=6),
+                     Case(65, 200, 32, (2,), "float32", False, "broadcast_kv", seed=6)]
+
+
+@pytest.mark.parametrize("case", DETERMINISM_CASES, ids=str)
+def test_gradients_are_bit_identical_across_calls(case):
+    first = _grads(lambda *a: flash.attention(*a, case.is_causal), case)
+    for _ in range(2):
+        again = _grads(lambda *a: flash.attention(*a, case.is_causal), case)
+        for name, a, b in zip(("dq", "dk", "dv"), first, again):
+            assert torch.equal(a, b), f"{name} differs between two calls on {case}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", case_params([
+    Case(4097, 4095, 128, (2, 4), "bfloat16", True),
+    Case(16384, 16384, 64, (1, 2), "bfloat16", False),
+    Case(2049, 1023, 256, (1, 2), "float32", True),
+    Case(1025, 3000, 96, (2, 3), "float16", False, "seq_first"),
+]))
+def test_gradients_are_bit_identical_across_calls_gpu(case):
+    test_gradients_are_bit_identical_across_calls(case)
+
+
+def assert_backwards_agree(case: Case) -> None:
+    """The Triton and the dense backward agree within the error model.
+
+    The dense backward (float32 throughout) takes the oracle's place; the bound is the error model's,
+    ``factor x |same-dtype reference - dense| + floor``.
+    """
+    triton_grads = _grads(lambda *a: flash.attention(*a, case.is_causal), case)
+    dense_grads = _grads(lambda *a: flash.attention(*a, case.is_causal, backward="dense"), case)
+    ref_grads = _grads(lambda *a: dense_attention(*a, case.is_causal, compute_dtype=None)[0], case)
+    oracle_grads = _grads(lambda *a: dense_attention(*a, case.is_causal)[0], case, torch.float64)
+    q, k, v = case.make_qkv(DEVICE)
+    magnitudes = em.gradient_magnitudes(q, k, v, case.make_grad_out(DEVICE), oracle_grads)
+    for name, t, d, r, magnitude in zip(("dq", "dk", "dv"), triton_grads, dense_grads, ref_grads, magnitudes):
+        em.assert_within_error_model(
+            em.Quantity(f"gradient {name} (Triton vs dense backward)", em.GRADIENT.factor), t, d, r,
+            dtype=q.dtype, magnitude=magnitude, scores=em.score_magnitude(q, k),
+            context=f"flash backward='triton' vs 'dense' on {case}",
+        )
+
+
+@pytest.mark.parametrize("case", [Case(97, 129, 24, (2, 3), "float32", True, "offset", seed=8),
+                                  Case(129, 33, 64, (2,), "float16", False, seed=8)], ids=str)
+def test_triton_and_dense_backward_agree(case):
+    assert_backwards_agree(case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", case_params([
+    Case(n, n, d, (2, 2), dtype, causal)
+    for n, d in ((1023, 64), (2049, 128), (1025, 256)) for dtype in ("bfloat16", "float16", "float32")
+    for causal in (False, True)
+]))
+def test_triton_and_dense_backward_agree_gpu(case):
+    assert_backwards_agree(case)
+
+
+def test_gradient_of_a_broadcast_upstream_gradient():
+    """``o.sum()`` sends back a ``do`` with every stride 0; the gradients must still be right."""
+    case = Case(65, 33, 24, (2,), "float32", True)
+    q, k, v = (t.requires_grad_() for t in case.make_qkv(DEVICE))
+    flash.attention(q, k, v, True).sum().backward()
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    dense_attention(q64, k64, v64, True)[0].sum().backward()
+    for name, t, t64 in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64)):
+        torch.testing.assert_close(t.grad.double(), t64.grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_backward_choice_is_validated():
+    q, k, v = Case(8, 8, 16, (1,)).make_qkv(DEVICE)
+    with pytest.raises(ValueError, match="backward must be one of"):
+        flash.attention(q, k, v, backward="cuda")
+    with pytest.raises(ValueError, match="block_k_dq must be a power of two"):
+        o, lse = flash.flash_attention_forward(q, k, v)
+        flash.flash_attention_backward(q, k, v, o, lse, o, False, config=BackwardConfig(16, 16, 16, 24, 4, 1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_backward_allocates_no_score_matrix(is_causal):
+    """At n = 16384 an ``n x n`` float32 buffer is 1 GiB; the backward's peak stays near its outputs."""
+    case = Case(16384, 16384, 64, (1,), "bfloat16", is_causal)
+    q, k, v = (t.requires_grad_() for t in case.make_qkv("cuda"))
+    do = case.make_grad_out("cuda")
+    o = flash.attention(q, k, v, is_causal)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    torch.autograd.grad(o, (q, k, v), do)
+    extra = torch.cuda.max_memory_allocated() - before
+    # dq, dk, dv (3 x n x d in bf16, 6 MiB) and D (n floats); 64 MiB leaves room for the allocator.
+    assert extra < 64 * 2**20, f"backward peak {extra / 2**20:.1f} MiB above its inputs at n = 16384"

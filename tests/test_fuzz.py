@@ -1,0 +1,162 @@
+"""Hypothesis fuzzing of every check against the kernel under test (``--kernel``), and the fuzzer's
+own machinery (strategies, profiles, database keys).
+
+One test per check in :data:`properties.ALL_CHECKS` (whatever it holds), on cases from
+:mod:`fuzz.strategies`: lengths weighted to tile edges, ``n_q != n_k``, odd head dims, every layout
+and value distribution. The Hypothesis profile (:mod:`fuzz.profiles`) sets how many cases, and on
+the CPU a few seconds per test (``--hypothesis-profile nightly``: many cases, no time cap).
+Failures are saved under keys shared with ``python -m fuzz``, so ``python -m fuzz replay`` replays
+them too; each failure notes the command that reproduces it.
+"""
+
+import math
+
+import pytest
+import torch
+from hypothesis import find, note, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from fuzz import profiles
+from fuzz.engine import database_key, fuzz_given, stored_cases
+from fuzz.strategies import CPU, CPU_QUICK, GPU, cases
+from oracle.dense import dense_attention
+from properties import ALL_CHECKS, ORACLE_CHECKS
+from properties.case import DISTRIBUTIONS, Case
+from tests.helpers import run_check
+
+CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
+RAGGED_CHECKS = [pytest.param(check, id=check.__name__) for check in ORACLE_CHECKS[:2]]
+
+
+def _seconds() -> float | None:
+    # Read at run time: pytest_configure may load another profile after this module is imported.
+    # Shared among the CPU fuzz tests, or (gpu profile) among the GPU ones.
+    return profiles.test_seconds(tests=len(CHECKS) + len(RAGGED_CHECKS))
+
+
+def _replay_note(case, check, kernel) -> None:
+    note(f'replay: python -m fuzz repro "{case}" --check {check.__name__} --kernel {kernel.__name__}')
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_fuzz(kernel, check):
+    @fuzz_given(check.__name__, size=CPU_QUICK, seconds=_seconds())
+    def fuzz(case):
+        _replay_note(case, check, kernel)
+        run_check(check, kernel, case)
+
+    fuzz()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("check", CHECKS)
+def test_fuzz_gpu(kernel, check):
+    @fuzz_given(check.__name__, size=GPU, seconds=_seconds())
+    def fuzz(case):
+        _replay_note(case, check, kernel)
+        run_check(check, kernel, case)
+
+    fuzz()
+
+
+@pytest.mark.parametrize("check", RAGGED_CHECKS)
+def test_fuzz_ragged_batch(kernel, check):
+    """A ragged batch (per-sequence lengths, some 1, some on tile edges), checked per sequence.
+
+    The kernel has no key padding mask or packed sequences yet, so each sequence is its own call.
+    """
+    @fuzz_given(check.__name__, size=CPU_QUICK, ragged=True, seconds=_seconds())
+    def fuzz(batch):
+        note(f"sequence lengths {[case.n_q for case in batch]}")
+        for case in batch:
+            _replay_note(case, check, kernel)
+            run_check(check, kernel, case)
+
+    fuzz()
+
+
+# -- the fuzzer itself: no kernel calls below --
+
+
+def test_cases_start_from_the_simplest_and_shrink_to_tile_edges():
+    seen = []
+
+    @fuzz_given("check_demo", size=CPU, settings_=settings(database=None, max_examples=3))
+    def fuzz(case):
+        seen.append(case)
+
+    fuzz()
+    assert seen[0] == Case(1, 1, 16, (), "float32", False, "contiguous", "normal", 1.0, 0)
+    tail = find(cases(size=CPU), lambda case: case.n_k % 64 == 1 and case.n_k > 1,
+                settings=settings(database=None, max_examples=2000))
+    assert (tail.n_k, tail.head_dim, tail.leading) == (65, 16, ())
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_every_drawn_scale_keeps_inputs_and_oracle_finite(distribution, dtype):
+    """The largest and smallest scale the strategies draw for each distribution and dtype."""
+    from fuzz.strategies import _LARGE, _TINY
+
+    scales = {"large": _LARGE[dtype], "tiny": _TINY[dtype], "outliers": (100.0,)}.get(distribution, (4.0,))
+    for scale in scales:
+        case = Case(65, 130, 64, (2,), dtype, True, "contiguous", distribution, scale, seed=5)
+        q, k, v = case.make_qkv("cpu")
+        assert all(bool(torch.isfinite(t).all()) for t in (q, k, v)), case
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        o, lse = dense_attention(qd, kd, vd, True)
+        o.backward(case.make_grad_out("cpu").double())
+        largest = torch.finfo(q.dtype).max
+        for name, t in (("o", o), ("lse", lse), ("dq", qd.grad), ("dk", kd.grad), ("dv", vd.grad)):
+            assert float(t.detach().abs().max()) < largest / 16, f"{name} nearly overflows {dtype} on {case}"
+        if distribution == "equal_scores":
+            assert torch.equal(k, k[..., :1, :].expand_as(k))
+        if distribution == "ties":
+            assert k[0].unique(dim=0).shape[0] <= 3
+        if distribution == "large":
+            assert math.isclose(float(v.abs().max()), scale, rel_tol=0.1)
+
+
+def test_ci_profile_is_derandomized_and_still_saves_failures(tmp_path):
+    """Under ``ci``: the same cases in the same order on every run, and failures land in the
+    database (Hypothesis' derandomize=True would refuse a database)."""
+    def run(db_dir):
+        seen = []
+
+        @fuzz_given("check_demo", size=CPU, database=DirectoryBasedExampleDatabase(str(db_dir)),
+                    settings_=settings(profiles_ci(), max_examples=300))
+        def fuzz(case):
+            seen.append(case)
+            assert not (case.n_k % 64 == 1 and case.n_k > 1)
+
+        with pytest.raises(AssertionError):
+            fuzz()
+        return seen
+
+    previous = profiles.active()
+    profiles.load("ci")
+    try:
+        first, second = run(tmp_path / "a"), run(tmp_path / "b")
+    finally:
+        profiles.load(previous)
+    assert first == second
+    db = DirectoryBasedExampleDatabase(str(tmp_path / "a"))
+    assert list(db.fetch(database_key("check_demo", CPU)))
+    assert [case.n_k for case in stored_cases("check_demo", CPU, db)] == [65]
+
+
+def profiles_ci():
+    return settings.get_profile("ci")
+
+
+def test_repro_plot_shows_where_the_error_is(tmp_path):
+    pytest.importorskip("matplotlib", reason="--plot needs the 'plot' extra (matplotlib)")
+    from fuzz.plot import plot_output_error
+    from tests.broken import fuzz_tail_key
+
+    case = Case(70, 65, 16, (), "float32", True)
+    summary = plot_output_error(fuzz_tail_key, case, str(tmp_path / "error.png"), device="cpu")
+    assert (tmp_path / "error.png").stat().st_size > 10_000
+    # Causal: only rows >= 64 see the doubled key 64, so the worst row is there.
+    row = int(summary.split(", row ")[1].split(";")[0])
+    assert row >= 64 and "elements over the bound" in summary, summary
