@@ -27,8 +27,7 @@ def output_error(kernel, case: Case, device) -> tuple[torch.Tensor, float, tuple
         o = kernel.attention(q, k, v, case.is_causal)
         o64, _ = dense_attention(q, k, v, case.is_causal)
         o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
-    bound, _ = em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype, magnitude=float(v.abs().max()),
-                              scores=em.score_magnitude(q, k))
+    bound, _ = em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype, **em.output_scales(q, k, v))
     err = (o.double() - o64).abs().cpu()
     err = torch.where(torch.isfinite(o.cpu()), err, torch.full_like(err, math.inf))
     flat = err.reshape(-1, case.n_q, case.head_dim)

@@ -45,8 +45,7 @@ def output_bound(q, k, v, is_causal: bool) -> tuple[float, str]:
     with torch.no_grad():
         o64, _ = dense_attention(q, k, v, is_causal)
         o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None)
-    return em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype, magnitude=float(v.abs().max()),
-                          scores=em.score_magnitude(q, k))
+    return em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype, **em.output_scales(q, k, v))
 
 
 def lse_bound(q, k, is_causal: bool) -> tuple[float, str]:
@@ -54,8 +53,7 @@ def lse_bound(q, k, is_causal: bool) -> tuple[float, str]:
     with torch.no_grad():  # the lse does not depend on v; k stands in for it
         _, lse64 = dense_attention(q, k, k, is_causal)
         _, lse_ref = dense_attention(q, k, k, is_causal, compute_dtype=None)
-    return em.error_bound(em.LSE, lse_ref, lse64, dtype=q.dtype, magnitude=1.0,
-                          scores=em.lse_scores(q, k, lse64))
+    return em.error_bound(em.LSE, lse_ref, lse64, dtype=q.dtype, **em.lse_scales(q, k, lse64))
 
 
 def rows_to_keep(case: Case) -> int:

@@ -330,6 +330,12 @@ def score_magnitude(q: torch.Tensor, k: torch.Tensor) -> float:
     return float(sums.max()) / math.sqrt(q.shape[-1])
 
 
-def lse_scores(q: torch.Tensor, k: torch.Tensor, lse_oracle: torch.Tensor) -> float:
-    """The ``scores`` argument for an lse bound: :func:`score_magnitude`, or ``max |lse|`` if larger."""
-    return max(score_magnitude(q, k), float(lse_oracle.abs().max()))
+def output_scales(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, float]:
+    """``magnitude`` and ``scores`` for a bound on an attention output (see the module docstring)."""
+    return {"magnitude": float(v.abs().max()), "scores": score_magnitude(q, k)}
+
+
+def lse_scales(q: torch.Tensor, k: torch.Tensor, lse_oracle: torch.Tensor) -> dict[str, float]:
+    """``magnitude`` and ``scores`` for a bound on an lse: an absolute floor (magnitude 1) that grows
+    with :func:`score_magnitude`, or with ``max |lse|`` where that is larger."""
+    return {"magnitude": 1.0, "scores": max(score_magnitude(q, k), float(lse_oracle.abs().max()))}

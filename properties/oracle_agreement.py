@@ -33,8 +33,8 @@ def check_output_matches_oracle(kernel: ModuleType, case: Case, device=None) -> 
         o64, _ = dense_attention(q, k, v, case.is_causal)
         o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
     em.assert_within_error_model(
-        em.OUTPUT, o, o64, o_ref, dtype=q.dtype, magnitude=float(v.abs().max()),
-        scores=em.score_magnitude(q, k), context=_context("check_output_matches_oracle", kernel, case),
+        em.OUTPUT, o, o64, o_ref, dtype=q.dtype, **em.output_scales(q, k, v),
+        context=_context("check_output_matches_oracle", kernel, case),
     )
 
 
@@ -50,8 +50,8 @@ def check_lse_matches_oracle(kernel: ModuleType, case: Case, device=None) -> Non
     if lse.dtype != torch.float32:
         raise AssertionError(f"log-sum-exp: {context}: dtype {lse.dtype}, expected torch.float32")
     em.assert_within_error_model(
-        em.LSE, lse, lse64, lse_ref, dtype=q.dtype, magnitude=1.0,
-        scores=em.lse_scores(q, k, lse64), context=context, axes=("row",),
+        em.LSE, lse, lse64, lse_ref, dtype=q.dtype, **em.lse_scales(q, k, lse64), context=context,
+        axes=("row",),
     )
 
 

@@ -80,7 +80,7 @@ def check_identical_keys(kernel: ModuleType, case: Case, device=None) -> None:
         o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
     em.assert_within_error_model(
         em.Quantity("identical keys give the mean of the values", em.OUTPUT.factor), o, mean, o_ref,
-        dtype=q.dtype, magnitude=float(v.abs().max()), scores=em.score_magnitude(q, k), context=ctx,
+        dtype=q.dtype, **em.output_scales(q, k, v), context=ctx,
     )
 
 
@@ -123,8 +123,8 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
         o_ref, lse_ref = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
     # The error model's floor grows with em.score_magnitude: at scores of 1e4 the scores' own
     # rounding, not the dtype of the output, sets what a correct kernel can do.
-    em.assert_within_error_model(em.OUTPUT, o, o64, o_ref, dtype=q.dtype, magnitude=float(v.abs().max()),
-                                 scores=em.score_magnitude(q, k), context=ctx)
+    em.assert_within_error_model(em.OUTPUT, o, o64, o_ref, dtype=q.dtype, **em.output_scales(q, k, v),
+                                 context=ctx)
     if lse is not None:
-        em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=q.dtype, magnitude=1.0,
-                                     scores=em.lse_scores(q, k, lse64), context=ctx, axes=("row",))
+        em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=q.dtype,
+                                     **em.lse_scales(q, k, lse64), context=ctx, axes=("row",))

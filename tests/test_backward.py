@@ -116,10 +116,11 @@ def assert_backwards_agree(case: Case) -> None:
     oracle_grads = _grads(lambda *a: dense_attention(*a, case.is_causal)[0], case, torch.float64)
     q, k, v = case.make_qkv(DEVICE)
     magnitudes = em.gradient_magnitudes(q, k, v, case.make_grad_out(DEVICE), oracle_grads)
+    scores = em.score_magnitude(q, k)
     for name, t, d, r, magnitude in zip(("dq", "dk", "dv"), triton_grads, dense_grads, ref_grads, magnitudes):
         em.assert_within_error_model(
             em.Quantity(f"gradient {name} (Triton vs dense backward)", em.GRADIENT.factor), t, d, r,
-            dtype=q.dtype, magnitude=magnitude, scores=em.score_magnitude(q, k),
+            dtype=q.dtype, magnitude=magnitude, scores=scores,
             context=f"flash backward='triton' vs 'dense' on {case}",
         )
 
