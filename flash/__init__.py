@@ -1,7 +1,8 @@
 """Flash Attention in Triton: forward and backward kernels, autograd wrapper, kernel-module contract.
 
 This package is itself a *kernel module* as the test suite understands it: it has
-``attention(q, k, v, is_causal=False) -> o`` and ``attention_with_lse(...) -> (o, lse)``.
+``attention(q, k, v, is_causal=False) -> o`` and ``attention_with_lse(...) -> (o, lse)``, and the
+packed variable-length pair ``attention_varlen`` / ``attention_varlen_with_lse`` (:mod:`flash.varlen`).
 Gradients come from the Triton backward (:mod:`flash.backward_triton`) by default; the spec's dense
 PyTorch backward (:mod:`flash.backward`) is chosen per call with ``backward="dense"``, or as a kernel
 module of its own, :mod:`flash.with_dense_backward` (``pytest --kernel flash.with_dense_backward``).
@@ -13,6 +14,7 @@ from flash.backward_triton import BackwardConfig, backward_config, flash_attenti
 from flash.checks import MAX_HEAD_DIM, SUPPORTED_DTYPES
 from flash.forward import ForwardConfig, flash_attention_forward, forward_config
 from flash.function import FlashAttention, attention, attention_with_lse
+from flash.varlen import FlashAttentionVarlen, attention_varlen, attention_varlen_with_lse
 
 BATCH_INVARIANT = True
 """Each leading-dim slice is computed by its own programs, so batching never changes a bit."""
@@ -24,8 +26,11 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "BackwardConfig",
     "FlashAttention",
+    "FlashAttentionVarlen",
     "ForwardConfig",
     "attention",
+    "attention_varlen",
+    "attention_varlen_with_lse",
     "attention_with_lse",
     "backward_config",
     "flash_attention_backward",

@@ -31,6 +31,8 @@ Caution, what this backward does and does not do:
   ``k`` that is the expanded shape, which is what autograd expects of the gradient of a view;
 - 16-bit inputs: ``P`` and ``dS`` are rounded to the input dtype before their products, as the
   forward rounds ``P``; accumulators are float32;
+- packed variable-length input (:mod:`flash.varlen`) runs the same kernels with ``VARLEN`` set:
+  each program works on one sequence's window of a head, found from ``cu_seqlens``;
 - it does not support dropout, attention bias, sliding windows or float64.
 """
 
@@ -48,65 +50,101 @@ from flash.forward import LOG2E, padded_head_dim, slice_offsets
 
 
 @triton.jit
+def _window(pid_b, CU_Q, CU_K, N_Q, N_K, num_slices, VARLEN: tl.constexpr):
+    """(slice, first query row, first key row, n_q, n_k) of a program's ``pid_b``.
+
+    Dense input: the slice is ``pid_b`` and its window is all of it. Packed (varlen) input:
+    ``pid_b`` counts (sequence, slice) pairs; the window is that sequence's rows of the slice.
+    """
+    # One return after the branches: a return inside a constexpr branch followed by another is
+    # mishandled by some Triton versions.
+    if VARLEN:
+        seq = pid_b // num_slices
+        start_q = tl.load(CU_Q + seq)
+        start_k = tl.load(CU_K + seq)
+        n_q = tl.load(CU_Q + seq + 1) - start_q
+        n_k = tl.load(CU_K + seq + 1) - start_k
+        slice_ = pid_b % num_slices
+        row_q = start_q.to(tl.int64)
+        row_k = start_k.to(tl.int64)
+    else:
+        slice_ = pid_b
+        row_q = 0
+        row_k = 0
+        n_q = N_Q
+        n_k = N_K
+    return slice_, row_q, row_k, n_q, n_k
+
+
+@triton.jit
 def _backward_preprocess_kernel(
     Out, DO, Delta,
-    O_OFFSETS, DO_OFFSETS,  # int64 [B]: where each leading index's [n_q, d] slice starts
+    O_OFFSETS, DO_OFFSETS,  # int64 [S]: where each slice's [n_q, d] matrix starts
+    CU_Q, CU_K,  # VARLEN: int32 [B + 1] sequence starts; else unused
     stride_on, stride_od, stride_don, stride_dod,
-    N_Q, HEAD_DIM, num_q_tiles,
+    stride_ls, stride_ln,  # Delta (laid out as lse): element strides between slices and rows
+    N_Q, HEAD_DIM, num_q_tiles, num_slices,
+    VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
     # D_i = sum_d do_id * o_id, in float32: the row term of dS = P * (dP - D).
     pid = tl.program_id(0)
     pid_q = pid % num_q_tiles
-    pid_b = pid // num_q_tiles
+    pid_b, row_q, _, n_q, _ = _window(pid // num_q_tiles, CU_Q, CU_K, N_Q, N_Q, num_slices, VARLEN)
     offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, BLOCK_D)
-    mask_q = offs_q < N_Q
+    mask_q = offs_q < n_q
     mask = mask_q[:, None] & (offs_d < HEAD_DIM)[None, :]
-    rows = offs_q[:, None].to(tl.int64)
+    rows = offs_q[:, None].to(tl.int64) + row_q
     o = tl.load(Out + tl.load(O_OFFSETS + pid_b) + rows * stride_on + offs_d[None, :] * stride_od,
                 mask=mask, other=0.0)
     do = tl.load(DO + tl.load(DO_OFFSETS + pid_b) + rows * stride_don + offs_d[None, :] * stride_dod,
                  mask=mask, other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
-    tl.store(Delta + pid_b.to(tl.int64) * N_Q + offs_q, delta, mask=mask_q)
+    delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
+    tl.store(delta_base + offs_q.to(tl.int64) * stride_ln, delta, mask=mask_q)
 
 
 @triton.jit
 def _backward_dkdv_kernel(
     Q, K, V, DO, LSE, Delta, DK, DV,
-    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,  # int64 [B]: slice starts, as in the forward
+    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,  # int64 [S]: slice starts, as in the forward
+    CU_Q, CU_K,  # VARLEN: int32 [B + 1] sequence starts; else unused
     stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_don, stride_dod,
-    N_Q, N_K, HEAD_DIM, num_k_tiles,
+    stride_ls, stride_ln,  # lse and Delta: element strides between slices and between rows
+    stride_gs, stride_gn,  # dk and dv (one layout): element strides between slices and rows
+    N_Q, N_K, HEAD_DIM, num_k_tiles, num_slices,
     qk_scale,  # softmax scale times log2(e): scores live in base 2, as in the forward
     sm_scale,  # the softmax scale itself, applied to dk once at the end
     IS_CAUSAL: tl.constexpr,
+    VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
-    # One program per (key tile, leading index); it owns rows [start_k, start_k + BLOCK_K) of dk
-    # and dv, so nothing is shared between programs and no atomics are needed. Everything is
-    # computed transposed ([BLOCK_K, BLOCK_Q]) so that the products with q and do need no
+    # One program per (key tile, slice[, sequence]); it owns rows [start_k, start_k + BLOCK_K)
+    # of dk and dv, so nothing is shared between programs and no atomics are needed. Everything
+    # is computed transposed ([BLOCK_K, BLOCK_Q]) so that the products with q and do need no
     # transposes of the accumulators.
     pid = tl.program_id(0)
     pid_k = pid % num_k_tiles
-    pid_b = pid // num_k_tiles
+    pid_b, row_q, row_k, n_q, n_k = _window(pid // num_k_tiles, CU_Q, CU_K, N_Q, N_K, num_slices,
+                                            VARLEN)
 
-    q_base = Q + tl.load(Q_OFFSETS + pid_b)
-    do_base = DO + tl.load(DO_OFFSETS + pid_b)
-    k_base = K + tl.load(K_OFFSETS + pid_b)
-    v_base = V + tl.load(V_OFFSETS + pid_b)
-    lse_base = LSE + pid_b.to(tl.int64) * N_Q
-    delta_base = Delta + pid_b.to(tl.int64) * N_Q
+    q_base = Q + tl.load(Q_OFFSETS + pid_b) + row_q * stride_qn
+    do_base = DO + tl.load(DO_OFFSETS + pid_b) + row_q * stride_don
+    k_base = K + tl.load(K_OFFSETS + pid_b) + row_k * stride_kn
+    v_base = V + tl.load(V_OFFSETS + pid_b) + row_k * stride_vn
+    lse_base = LSE + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
+    delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
 
     start_k = pid_k * BLOCK_K
     offs_k = start_k + tl.arange(0, BLOCK_K)
     offs_q = tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, BLOCK_D)
-    mask_k = offs_k < N_K
+    mask_k = offs_k < n_k
     mask_d = offs_d < HEAD_DIM
     mask_kd = mask_k[:, None] & mask_d[None, :]
 
@@ -118,23 +156,29 @@ def _backward_dkdv_kernel(
     dv = tl.zeros([BLOCK_K, BLOCK_D], dtype=tl.float32)
 
     # Causal: query i sees key j iff j <= i, so rows before start_k see nothing of this tile;
-    # start at the query tile holding row start_k. If start_k >= N_Q no row sees it: the loop is
+    # start at the query tile holding row start_k. If start_k >= n_q no row sees it: the loop is
     # empty and dk = dv = 0, which is the right gradient.
     lo = 0
     if IS_CAUSAL:
         lo = (start_k // BLOCK_Q) * BLOCK_Q
+    hi = n_q
+    if VARLEN:
+        # The grid is sized for the longest sequence: a tile past the end of a shorter one
+        # skips the loop and stores nothing (every row is masked).
+        hi = tl.where(start_k < n_k, n_q, 0)
 
-    for start_q in range(lo, N_Q, BLOCK_Q):
+    for start_q in range(lo, hi, BLOCK_Q):
         rows = start_q + offs_q
-        mask_q = rows < N_Q
+        mask_q = rows < n_q
         mask_dq = mask_d[:, None] & mask_q[None, :]
         # -- load q and do transposed, [D, BQ] --
         qt = tl.load(q_base + rows[None, :].to(tl.int64) * stride_qn + offs_d[:, None] * stride_qd,
                      mask=mask_dq, other=0.0)
         do_t = tl.load(do_base + rows[None, :].to(tl.int64) * stride_don + offs_d[:, None] * stride_dod,
                        mask=mask_dq, other=0.0)
-        lse = tl.load(lse_base + rows, mask=mask_q, other=0.0) * 1.4426950408889634  # base 2
-        delta = tl.load(delta_base + rows, mask=mask_q, other=0.0)
+        lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
+        lse = lse * 1.4426950408889634  # base 2
+        delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
         # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
         # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
         st = tl.dot(k, qt, input_precision=INPUT_PRECISION) * qk_scale
@@ -151,8 +195,8 @@ def _backward_dkdv_kernel(
         dk += tl.dot(dst.to(qt.dtype), tl.trans(qt), input_precision=INPUT_PRECISION)
 
     dk *= sm_scale
-    # dk and dv are contiguous [B, N_K, HEAD_DIM] (allocated by the launcher).
-    out = pid_b.to(tl.int64) * N_K * HEAD_DIM + rows_k * HEAD_DIM + offs_d[None, :]
+    # dk and dv are contiguous (allocated by the launcher), laid out by stride_gs, stride_gn.
+    out = pid_b.to(tl.int64) * stride_gs + (row_k + rows_k) * stride_gn + offs_d[None, :]
     tl.store(DK + out, dk.to(DK.dtype.element_ty), mask=mask_kd)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=mask_kd)
 
@@ -161,48 +205,58 @@ def _backward_dkdv_kernel(
 def _backward_dq_kernel(
     Q, K, V, DO, LSE, Delta, DQ,
     Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,
+    CU_Q, CU_K,
     stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_don, stride_dod,
-    N_Q, N_K, HEAD_DIM, num_q_tiles,
+    stride_ls, stride_ln,
+    stride_gs, stride_gn,  # dq: element strides between slices and between rows
+    N_Q, N_K, HEAD_DIM, num_q_tiles, num_slices,
     qk_scale, sm_scale,
     IS_CAUSAL: tl.constexpr,
+    VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
-    # One program per (query tile, leading index); it owns rows of dq, as the forward owns rows
-    # of o, and recomputes the same P the dk/dv kernel does (a second pass instead of atomics).
+    # One program per (query tile, slice[, sequence]); it owns rows of dq, as the forward owns
+    # rows of o, and recomputes the same P the dk/dv kernel does (a second pass instead of atomics).
     pid = tl.program_id(0)
     pid_q = pid % num_q_tiles
-    pid_b = pid // num_q_tiles
+    pid_b, row_q, row_k, n_q, n_k = _window(pid // num_q_tiles, CU_Q, CU_K, N_Q, N_K, num_slices,
+                                            VARLEN)
 
-    k_base = K + tl.load(K_OFFSETS + pid_b)
-    v_base = V + tl.load(V_OFFSETS + pid_b)
+    k_base = K + tl.load(K_OFFSETS + pid_b) + row_k * stride_kn
+    v_base = V + tl.load(V_OFFSETS + pid_b) + row_k * stride_vn
+    lse_base = LSE + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
+    delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
 
     offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
     offs_k = tl.arange(0, BLOCK_K)
     offs_d = tl.arange(0, BLOCK_D)
-    mask_q = offs_q < N_Q
+    mask_q = offs_q < n_q
     mask_d = offs_d < HEAD_DIM
     mask_qd = mask_q[:, None] & mask_d[None, :]
 
     rows_q = offs_q[:, None].to(tl.int64)
-    q = tl.load(Q + tl.load(Q_OFFSETS + pid_b) + rows_q * stride_qn + offs_d[None, :] * stride_qd,
-                mask=mask_qd, other=0.0)
-    do = tl.load(DO + tl.load(DO_OFFSETS + pid_b) + rows_q * stride_don + offs_d[None, :] * stride_dod,
-                 mask=mask_qd, other=0.0)
-    lse = tl.load(LSE + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0) * 1.4426950408889634
-    delta = tl.load(Delta + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0)
+    q = tl.load(Q + tl.load(Q_OFFSETS + pid_b) + (row_q + rows_q) * stride_qn
+                + offs_d[None, :] * stride_qd, mask=mask_qd, other=0.0)
+    do = tl.load(DO + tl.load(DO_OFFSETS + pid_b) + (row_q + rows_q) * stride_don
+                 + offs_d[None, :] * stride_dod, mask=mask_qd, other=0.0)
+    lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
+    lse = lse * 1.4426950408889634  # base 2
+    delta = tl.load(delta_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)
 
     # Causal: key tiles wholly in the future of this query tile are never visited.
-    hi = N_K
+    hi = n_k
     if IS_CAUSAL:
-        hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)
+        hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)
+    if VARLEN:
+        hi = tl.where(pid_q * BLOCK_Q < n_q, hi, 0)  # a tile past this sequence's end
 
     for start_k in range(0, hi, BLOCK_K):
         cols = start_k + offs_k
-        mask_k = cols < N_K
+        mask_k = cols < n_k
         mask_dk = mask_d[:, None] & mask_k[None, :]
         # -- load k and v transposed, [D, BK] --
         kt = tl.load(k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd,
@@ -222,7 +276,7 @@ def _backward_dq_kernel(
         dq += tl.dot(ds.to(kt.dtype), tl.trans(kt), input_precision=INPUT_PRECISION)
 
     dq *= sm_scale
-    out = pid_b.to(tl.int64) * N_Q * HEAD_DIM + rows_q * HEAD_DIM + offs_d[None, :]
+    out = pid_b.to(tl.int64) * stride_gs + (row_q + rows_q) * stride_gn + offs_d[None, :]
     tl.store(DQ + out, dq.to(DQ.dtype.element_ty), mask=mask_qd)
 
 
@@ -307,44 +361,75 @@ def flash_attention_backward(
     *lead, n_q, d = q.shape
     n_k = k.shape[-2]
     batch = math.prod(lead)
-    block_d = padded_head_dim(d)
-    lse = lse.contiguous()  # the forward's lse already is; this is a no-op then
     delta = torch.empty((batch, n_q), dtype=torch.float32, device=q.device)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=q.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
-    q_off, k_off, v_off, do_off = (slice_offsets(t) for t in (q, k, v, do))
+    launch_backward(
+        q, k, v, o, lse.contiguous(), do, delta, dq, dk, dv,
+        tuple(slice_offsets(t) for t in (q, k, v, o, do)), None, None,
+        lse_strides=(n_q, 1), dq_strides=(n_q * d, d), dkv_strides=(n_k * d, d),
+        n_q=n_q, n_k=n_k, slices=batch, sequences=1, is_causal=is_causal, config=config,
+    )
+    return dq, dk, dv
+
+
+def launch_backward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+    do: torch.Tensor, delta: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor,
+    offsets: tuple[torch.Tensor, ...], cu_seqlens_q: torch.Tensor | None,
+    cu_seqlens_k: torch.Tensor | None, *, lse_strides: tuple[int, int],
+    dq_strides: tuple[int, int], dkv_strides: tuple[int, int], n_q: int, n_k: int, slices: int,
+    sequences: int, is_causal: bool, config: BackwardConfig,
+) -> None:
+    """Launch the three backward kernels over ``slices`` slices (times ``sequences`` sequences).
+
+    The geometry is the forward's (:func:`flash.forward.launch_forward`): ``offsets`` are the
+    slice starts of q, k, v, o and do; with ``cu_seqlens_*`` a slice is a head of packed input
+    and ``n_q``, ``n_k`` the longest sequences. ``delta`` is laid out as ``lse``
+    (``lse_strides``); dq, dk and dv are contiguous, laid out by ``dq_strides`` and
+    ``dkv_strides`` (element strides between slices and between rows). Arguments are checked.
+    """
+    d = q.shape[-1]
+    q_off, k_off, v_off, o_off, do_off = offsets
+    varlen = cu_seqlens_q is not None
+    cu_q = cu_seqlens_q if varlen else q_off
+    cu_k = cu_seqlens_k if varlen else q_off
     strides = (q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1),
                v.stride(-2), v.stride(-1), do.stride(-2), do.stride(-1))
     scale = 1.0 / math.sqrt(d)
     launch = dict(
         IS_CAUSAL=is_causal,
-        BLOCK_D=block_d,
+        VARLEN=varlen,
+        BLOCK_D=padded_head_dim(d),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
+    programs = slices * sequences
 
     # -- 1. D = rowsum(do * o) --
     tiles = triton.cdiv(n_q, _PREPROCESS_BLOCK_Q)
-    _backward_preprocess_kernel[(tiles * batch,)](
-        o, do, delta, slice_offsets(o), do_off,
-        o.stride(-2), o.stride(-1), do.stride(-2), do.stride(-1),
-        n_q, d, tiles,
-        BLOCK_Q=_PREPROCESS_BLOCK_Q, BLOCK_D=block_d,
-    )
+    if tiles * programs:
+        _backward_preprocess_kernel[(tiles * programs,)](
+            o, do, delta, o_off, do_off, cu_q, cu_k,
+            o.stride(-2), o.stride(-1), do.stride(-2), do.stride(-1), *lse_strides,
+            n_q, d, tiles, slices,
+            VARLEN=varlen, BLOCK_Q=_PREPROCESS_BLOCK_Q, BLOCK_D=launch["BLOCK_D"],
+        )
     # -- 2. dk, dv: one program per key tile, streaming over query tiles --
     tiles = triton.cdiv(n_k, config.block_k_dkdv)
-    _backward_dkdv_kernel[(tiles * batch,)](
-        q, k, v, do, lse, delta, dk, dv, q_off, k_off, v_off, do_off, *strides,
-        n_q, n_k, d, tiles, LOG2E * scale, scale,
-        BLOCK_Q=config.block_q_dkdv, BLOCK_K=config.block_k_dkdv, **launch,
-    )
+    if tiles * programs:
+        _backward_dkdv_kernel[(tiles * programs,)](
+            q, k, v, do, lse, delta, dk, dv, q_off, k_off, v_off, do_off, cu_q, cu_k, *strides,
+            *lse_strides, *dkv_strides, n_q, n_k, d, tiles, slices, LOG2E * scale, scale,
+            BLOCK_Q=config.block_q_dkdv, BLOCK_K=config.block_k_dkdv, **launch,
+        )
     # -- 3. dq: one program per query tile, streaming over key tiles --
     tiles = triton.cdiv(n_q, config.block_q_dq)
-    _backward_dq_kernel[(tiles * batch,)](
-        q, k, v, do, lse, delta, dq, q_off, k_off, v_off, do_off, *strides,
-        n_q, n_k, d, tiles, LOG2E * scale, scale,
-        BLOCK_Q=config.block_q_dq, BLOCK_K=config.block_k_dq, **launch,
-    )
-    return dq, dk, dv
+    if tiles * programs:
+        _backward_dq_kernel[(tiles * programs,)](
+            q, k, v, do, lse, delta, dq, q_off, k_off, v_off, do_off, cu_q, cu_k, *strides,
+            *lse_strides, *dq_strides, n_q, n_k, d, tiles, slices, LOG2E * scale, scale,
+            BLOCK_Q=config.block_q_dq, BLOCK_K=config.block_k_dq, **launch,
+        )

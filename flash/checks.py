@@ -72,3 +72,80 @@ def check_inputs(q: object, k: object, v: object, is_causal: object) -> None:
         raise ValueError(f"k is empty: n_k = k.shape[-2] must be >= 1, got shape {tuple(k.shape)}")
     if q.numel() == 0:
         raise ValueError(f"q has a zero-size leading dim: shape {tuple(q.shape)}")
+
+
+def check_varlen_inputs(
+    q: object, k: object, v: object, cu_seqlens_q: object, cu_seqlens_k: object,
+    max_seqlen_q: object, max_seqlen_k: object, is_causal: object,
+) -> None:
+    """Raise ``TypeError``/``ValueError`` unless the arguments are a valid packed (varlen) call.
+
+    q ``[total_q, heads, d]``, k and v ``[total_k, heads, d]``; ``cu_seqlens_*`` int32 of length
+    ``batch + 1`` on q's device, starting at 0, non-decreasing, ending at the total; the
+    ``max_seqlen_*`` at least the longest sequence; no sequence with queries and no keys.
+
+    The kernel reads ``cu_seqlens`` on the device and trusts it, so a bad entry would read or
+    write out of bounds: this copies the two (small) tensors to the host to check every entry,
+    which waits for the device once per call.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if isinstance(t, torch.Tensor) and t.dim() != 3:
+            raise ValueError(
+                f"{name} must have shape [total, heads, d] (rank 3) for packed input, got shape "
+                f"{tuple(t.shape)}"
+            )
+        if isinstance(t, torch.Tensor) and t.shape[0] == 0:
+            raise ValueError(f"{name} is empty: its total length {name}.shape[0] must be >= 1")
+    if all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        assert isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
+        assert isinstance(v, torch.Tensor)
+        if not q.shape[1] == k.shape[1] == v.shape[1]:
+            raise ValueError(f"q, k and v must have the same number of heads (dim 1), got q "
+                             f"{q.shape[1]}, k {k.shape[1]}, v {v.shape[1]}")
+        # The kernel sees each head as a slice [total, d]: check that view as a dense call
+        # (types, dtypes, devices, k and v lengths, head dims).
+        q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+    check_inputs(q, k, v, is_causal)
+    assert isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
+    q, k = q.transpose(0, 1), k.transpose(0, 1)
+    lengths = {}
+    for name, cu, total in (("cu_seqlens_q", cu_seqlens_q, q.shape[0]),
+                            ("cu_seqlens_k", cu_seqlens_k, k.shape[0])):
+        if not isinstance(cu, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(cu).__name__}")
+        if cu.dtype != torch.int32:
+            raise TypeError(f"{name} must have dtype torch.int32, got {cu.dtype}")
+        if cu.dim() != 1 or cu.numel() < 2:
+            raise ValueError(f"{name} must be 1-D with batch + 1 >= 2 entries, got shape "
+                             f"{tuple(cu.shape)}")
+        if cu.device != q.device:
+            raise ValueError(f"{name} is on {cu.device}, but q is on {q.device}")
+        values = cu.tolist()
+        if values[0] != 0:
+            raise ValueError(f"{name} must start at 0, got {values[0]}")
+        steps = [b - a for a, b in zip(values, values[1:])]
+        if min(steps) < 0:
+            at = steps.index(min(steps))
+            raise ValueError(f"{name} must be non-decreasing, got {values[at]} then "
+                             f"{values[at + 1]} at index {at}")
+        if values[-1] != total:
+            raise ValueError(f"{name} must end at the total length {total} (the first dim of "
+                             f"{name[-1]}), got {values[-1]}")
+        lengths[name] = steps
+    if len(lengths["cu_seqlens_q"]) != len(lengths["cu_seqlens_k"]):
+        raise ValueError(
+            "cu_seqlens_q and cu_seqlens_k must describe the same number of sequences, got "
+            f"{len(lengths['cu_seqlens_q'])} and {len(lengths['cu_seqlens_k'])}"
+        )
+    for name, value, seq in (("max_seqlen_q", max_seqlen_q, lengths["cu_seqlens_q"]),
+                             ("max_seqlen_k", max_seqlen_k, lengths["cu_seqlens_k"])):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if value < max(seq):
+            raise ValueError(f"{name} = {value} is less than the longest sequence, {max(seq)}")
+    for b, (n_q, n_k) in enumerate(zip(lengths["cu_seqlens_q"], lengths["cu_seqlens_k"])):
+        if n_q > 0 and n_k == 0:
+            raise ValueError(
+                f"sequence {b} has {n_q} queries and no keys (cu_seqlens_k[{b}] == "
+                f"cu_seqlens_k[{b + 1}]): attention over no keys is undefined"
+            )

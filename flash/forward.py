@@ -15,6 +15,8 @@ Caution, what this kernel does and does not do:
   ``n_q > n_k`` the last rows see every key; no row ever sees none, since key 0 is always visible;
 - it stores the output (in the input dtype) and the row log-sum-exp ``lse`` (float32, natural log)
   of the scaled scores, ``lse_i = log sum_j exp(scale * q_i . k_j)``, which the backward needs;
+- with ``VARLEN`` set (:mod:`flash.varlen`), a slice is one head of packed sequences and each
+  program computes a window of it read from ``cu_seqlens``: the same arithmetic on fewer rows;
 - it does not support dropout, attention bias, sliding windows or float64.
 """
 
@@ -36,30 +38,52 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
 @triton.jit
 def _flash_forward_kernel(
     Q, K, V, Out, LSE,
-    Q_OFFSETS, K_OFFSETS, V_OFFSETS,  # int64 [B]: where each leading index's [n, d] slice starts
+    Q_OFFSETS, K_OFFSETS, V_OFFSETS,  # int64 [S]: where each slice's [n, d] matrix starts
+    CU_Q, CU_K,  # VARLEN: int32 [B + 1] sequence starts (rows of every slice); else unused
     stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd,
-    N_Q, N_K, HEAD_DIM, num_q_tiles,
+    stride_os, stride_on,  # o: element stride between slices and between rows
+    stride_ls, stride_ln,  # lse: element stride between slices and between rows
+    N_Q, N_K, HEAD_DIM, num_q_tiles, num_slices,
     qk_scale,  # softmax scale times log2(e): scores live in base 2 inside the kernel
     IS_CAUSAL: tl.constexpr,
+    VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
-    # One program per (query tile, leading index). The query tile varies fastest, so programs
+    # One program per (query tile, slice[, sequence]). The query tile varies fastest, so programs
     # that run side by side read the same K/V slice and share it in L2.
     pid = tl.program_id(0)
     pid_q = pid % num_q_tiles
     pid_b = pid // num_q_tiles
+    # A program attends rows [row_q, row_q + n_q) of its slice to rows [row_k, row_k + n_k):
+    # the whole slice for a dense batch, one sequence of it for packed (varlen) input.
+    if VARLEN:
+        seq = pid_b // num_slices
+        pid_b = pid_b % num_slices
+        start_q = tl.load(CU_Q + seq)
+        start_k = tl.load(CU_K + seq)
+        n_q = tl.load(CU_Q + seq + 1) - start_q
+        n_k = tl.load(CU_K + seq + 1) - start_k
+        row_q = start_q.to(tl.int64)
+        row_k = start_k.to(tl.int64)
+    else:
+        row_q = 0
+        row_k = 0
+        n_q = N_Q
+        n_k = N_K
 
-    q_base = Q + tl.load(Q_OFFSETS + pid_b)
-    k_base = K + tl.load(K_OFFSETS + pid_b)
-    v_base = V + tl.load(V_OFFSETS + pid_b)
+    q_base = Q + tl.load(Q_OFFSETS + pid_b) + row_q * stride_qn
+    k_base = K + tl.load(K_OFFSETS + pid_b) + row_k * stride_kn
+    v_base = V + tl.load(V_OFFSETS + pid_b) + row_k * stride_vn
+    o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_on
+    lse_base = LSE + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
 
     offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
     offs_k = tl.arange(0, BLOCK_K)
     offs_d = tl.arange(0, BLOCK_D)
-    mask_q = offs_q < N_Q
+    mask_q = offs_q < n_q
     mask_d = offs_d < HEAD_DIM  # masks the padding of a head dim that is not a power of two
 
     # Row offsets in int64: a transposed [n, B, d] layout has row strides of B*d, and
@@ -72,13 +96,17 @@ def _flash_forward_kernel(
     acc = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)  # running unnormalized output
 
     # Causal: key tiles that lie wholly in the future of this query tile are never visited.
-    hi = N_K
+    hi = n_k
     if IS_CAUSAL:
-        hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)
+        hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)
+    if VARLEN:
+        # The grid is sized for the longest sequence; a tile past the end of a shorter one has
+        # no row to compute, so it skips the loop and stores nothing (every row is masked).
+        hi = tl.where(pid_q * BLOCK_Q < n_q, hi, 0)
 
     for start_k in range(0, hi, BLOCK_K):
         cols = start_k + offs_k
-        mask_k = cols < N_K
+        mask_k = cols < n_k
         # -- load k transposed, [D, BK], so that q @ kt is [BQ, BK] --
         kt_ptrs = k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd
         kt = tl.load(kt_ptrs, mask=mask_d[:, None] & mask_k[None, :], other=0.0)
@@ -103,12 +131,14 @@ def _flash_forward_kernel(
 
     # l_i >= 1 (the max element contributes exp2(0) = 1), so neither division nor log needs
     # the spec's eps.
+    if VARLEN:
+        l_i = tl.maximum(l_i, 1.0)  # only a skipped tile has l_i = 0; it stores nothing
     acc = acc / l_i[:, None]
     lse = (m_i + tl.log2(l_i)) / 1.4426950408889634  # back to natural log
 
-    o_ptrs = Out + pid_b.to(tl.int64) * N_Q * HEAD_DIM + offs_q[:, None] * HEAD_DIM + offs_d[None, :]
+    o_ptrs = o_base + offs_q[:, None].to(tl.int64) * stride_on + offs_d[None, :]
     tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=mask_q[:, None] & mask_d[None, :])
-    tl.store(LSE + pid_b.to(tl.int64) * N_Q + offs_q, lse, mask=mask_q)
+    tl.store(lse_base + offs_q.to(tl.int64) * stride_ln, lse, mask=mask_q)
 
 
 class ForwardConfig(NamedTuple):
@@ -179,27 +209,58 @@ def flash_attention_forward(
         ``[..., n_q]`` in float32.
     """
     check_inputs(q, k, v, is_causal)
-    config = forward_config(q.shape[-1], q.dtype)
-    block_q = config.block_q if block_q is None else block_q
-    block_k = config.block_k if block_k is None else block_k
-    for name, block in (("block_q", block_q), ("block_k", block_k)):
-        if block < 16 or block & (block - 1):
-            raise ValueError(f"{name} must be a power of two >= 16, got {block}")
-
     *lead, n_q, d = q.shape
     n_k = k.shape[-2]
     batch = math.prod(lead)
     o = torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((*lead, n_q), dtype=torch.float32, device=q.device)
-    num_q_tiles = triton.cdiv(n_q, block_q)
+    q_off = slice_offsets(q)
+    launch_forward(
+        q, k, v, o, lse, q_off, slice_offsets(k), slice_offsets(v), None, None,
+        o_strides=(n_q * d, d), lse_strides=(n_q, 1), n_q=n_q, n_k=n_k, slices=batch,
+        sequences=1, is_causal=is_causal, block_q=block_q, block_k=block_k,
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    return o, lse
 
-    _flash_forward_kernel[(num_q_tiles * batch,)](
+
+def launch_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+    q_offsets: torch.Tensor, k_offsets: torch.Tensor, v_offsets: torch.Tensor,
+    cu_seqlens_q: torch.Tensor | None, cu_seqlens_k: torch.Tensor | None,
+    *, o_strides: tuple[int, int], lse_strides: tuple[int, int], n_q: int, n_k: int,
+    slices: int, sequences: int, is_causal: bool, block_q: int | None = None,
+    block_k: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
+) -> None:
+    """Launch the forward kernel over ``slices`` slices (times ``sequences`` packed sequences).
+
+    Dense input: one ``[n_q, d]`` matrix per slice, starting at ``q_offsets[s]``; ``n_q``, ``n_k``
+    are its lengths. Packed (varlen) input, ``cu_seqlens_*`` given: a slice is a head, sequence
+    ``b`` holds its rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``, and ``n_q``, ``n_k`` are the
+    longest lengths (the grid's size). ``o_strides``, ``lse_strides``: element strides of o and
+    lse between slices and between rows. The caller has checked every argument.
+    """
+    d = q.shape[-1]
+    config = forward_config(d, q.dtype)
+    block_q = config.block_q if block_q is None else block_q
+    block_k = config.block_k if block_k is None else block_k
+    for name, block in (("block_q", block_q), ("block_k", block_k)):
+        if block < 16 or block & (block - 1):
+            raise ValueError(f"{name} must be a power of two >= 16, got {block}")
+    num_q_tiles = triton.cdiv(n_q, block_q)
+    if num_q_tiles * slices * sequences == 0:
+        return  # packed input whose every query sequence is empty: nothing to compute
+    varlen = cu_seqlens_q is not None
+    _flash_forward_kernel[(num_q_tiles * slices * sequences,)](
         q, k, v, o, lse,
-        slice_offsets(q), slice_offsets(k), slice_offsets(v),
+        q_offsets, k_offsets, v_offsets,
+        cu_seqlens_q if varlen else q_offsets, cu_seqlens_k if varlen else q_offsets,
         q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1), v.stride(-2), v.stride(-1),
-        n_q, n_k, d, num_q_tiles,
+        *o_strides, *lse_strides,
+        n_q, n_k, d, num_q_tiles, slices,
         LOG2E / math.sqrt(d),
         IS_CAUSAL=is_causal,
+        VARLEN=varlen,
         BLOCK_Q=block_q,
         BLOCK_K=block_k,
         BLOCK_D=padded_head_dim(d),
@@ -207,4 +268,3 @@ def flash_attention_forward(
         num_warps=config.num_warps if num_warps is None else num_warps,
         num_stages=config.num_stages if num_stages is None else num_stages,
     )
-    return o, lse

@@ -5,6 +5,10 @@
     python -m fuzz repro "Case(n_q=65, ...)" --plot e.png # one case: full report, error plot
     python -m fuzz pin "Case(n_q=65, ...)" --check NAME   # keep it in the regression corpus
 
+Every command takes ``VarlenCase(...)`` lines too (packed batches, checked by
+``properties.varlen.VARLEN_CHECKS``); ``run`` fuzzes those checks as well, and reports them n/a for
+a kernel without ``attention_varlen``.
+
 Exit status: 1 when a check failed (``run``, ``replay``, ``repro``), 2 on bad arguments.
 """
 
@@ -17,15 +21,22 @@ import time
 from properties.kernels import DEFAULT_KERNEL
 
 
-def _checks(names: list[str] | None):
+def _checks(names: list[str] | None, case=None):
+    """The checks named (default: every one), or those that take ``case``'s kind of line."""
     from properties import ALL_CHECKS
+    from properties.varlen import VARLEN_CHECKS
+    from properties.varlen_case import VarlenCase
 
-    by_name = {check.__name__: check for check in ALL_CHECKS}
+    every = ALL_CHECKS + VARLEN_CHECKS
+    if case is not None:
+        every = VARLEN_CHECKS if isinstance(case, VarlenCase) else ALL_CHECKS
+    by_name = {check.__name__: check for check in every}
     if not names:
-        return list(ALL_CHECKS)
+        return list(every)
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise SystemExit(f"unknown check(s) {unknown}; known: {sorted(by_name)}")
+        kind = f" for a {type(case).__name__} line" if case is not None else ""
+        raise SystemExit(f"unknown check(s) {unknown}{kind}; known: {sorted(by_name)}")
     return [by_name[n] for n in names]
 
 
@@ -94,7 +105,7 @@ def cmd_replay(args) -> int:
 
     from fuzz import profiles
     from fuzz.engine import stored_cases
-    from fuzz.isolation import IsolatedChecker
+    from fuzz.runner import Checker
     from fuzz.strategies import SIZES
 
     db_dir = args.db or profiles.database_dir()
@@ -103,7 +114,7 @@ def cmd_replay(args) -> int:
     on_gpu = torch.cuda.is_available()
     found = failing = 0
     print(f"replaying the failures saved in {db_dir} against kernel {args.kernel}", flush=True)
-    with IsolatedChecker(args.kernel, case_timeout=args.case_timeout) as checker:
+    with Checker(args.kernel, case_timeout=args.case_timeout) as checker:
         for check in checks:
             for size in SIZES.values():
                 cases = stored_cases(check.__name__, size, database)
@@ -126,11 +137,11 @@ def cmd_replay(args) -> int:
 def cmd_repro(args) -> int:
     from fuzz.isolation import run_check
     from properties import load_kernel
-    from properties.case import Case
+    from properties.varlen_case import VarlenCase, parse_case
 
-    case = Case.parse(args.case)
+    case = parse_case(args.case)
     kernel = load_kernel(args.kernel)
-    checks = _checks(args.check)
+    checks = _checks(args.check, case)
     print(f"kernel {args.kernel}, {case}")
     failed = 0
     for check in checks:
@@ -139,7 +150,9 @@ def cmd_repro(args) -> int:
         print(f"\n{verdict.status.upper():<7} {check.__name__}")
         for line in verdict.message.splitlines():
             print(f"  {line}")
-    if args.plot:
+    if args.plot and isinstance(case, VarlenCase):
+        print("\n--plot draws Case lines only; no plot for a VarlenCase")
+    elif args.plot:
         from fuzz.plot import plot_output_error
 
         print("\n" + plot_output_error(kernel, case, args.plot))
@@ -151,12 +164,12 @@ def cmd_pin(args) -> int:
     from pathlib import Path
 
     from fuzz import corpus
-    from properties.case import Case
+    from properties.varlen_case import parse_case
 
-    case = Case.parse(args.case)
+    case = parse_case(args.case)
     check = args.check or corpus.ALL
     if check != corpus.ALL:
-        _checks([check])
+        _checks([check], case)
     path = Path(args.corpus) if args.corpus else corpus.corpus_path()
     added = corpus.append(case, check=check, comment=args.comment or "", path=path)
     print(f"{'pinned' if added else 'already pinned'} in {path}: {check}\t{case}")
@@ -195,15 +208,17 @@ def main(argv: list[str] | None = None) -> int:
     replay.set_defaults(func=cmd_replay)
 
     repro = sub.add_parser("repro", help="run one case and print the full comparison report")
-    repro.add_argument("case", help='a case line: "Case(n_q=..., ...)"')
+    repro.add_argument("case", help='a case line: "Case(n_q=..., ...)" or "VarlenCase(...)"')
     kernel_arg(repro)
-    repro.add_argument("--check", action="append", help="run only this check (default: every check)")
+    repro.add_argument("--check", action="append",
+                       help="run only this check (default: every check that takes the line)")
     repro.add_argument("--plot", metavar="FILE.png", help="draw the output's error over (row, column)")
     repro.set_defaults(func=cmd_repro)
 
     pin = sub.add_parser("pin", help="append a case to the regression corpus")
-    pin.add_argument("case", help='a case line: "Case(n_q=..., ...)"')
-    pin.add_argument("--check", default=None, help="the check that runs it (default: every check)")
+    pin.add_argument("case", help='a case line: "Case(n_q=..., ...)" or "VarlenCase(...)"')
+    pin.add_argument("--check", default=None,
+                     help="the check that runs it (default: every check that takes the line)")
     pin.add_argument("--comment", default=None, help="a comment line written above it")
     pin.add_argument("--corpus", default=None, help="corpus file (default: $FLASH_FUZZ_CORPUS, "
                      "else fuzz/corpus.txt)")

@@ -2,9 +2,10 @@
 
 Hypothesis keys its saved examples by test, so a change to a fuzz test's body or strategy orphans
 them; a pinned case stays caught regardless. The file (``fuzz/corpus.txt``, or
-``$FLASH_FUZZ_CORPUS``) holds one entry per line, ``CHECK<TAB>Case(...)``, where ``CHECK`` is a
-check's name or ``*`` for every check; ``#`` starts a comment. ``tests/test_regressions.py`` runs
-every entry against the kernel under test.
+``$FLASH_FUZZ_CORPUS``) holds one entry per line, ``CHECK<TAB>Case(...)`` or
+``CHECK<TAB>VarlenCase(...)`` (a packed batch, for the varlen checks), where ``CHECK`` is a check's
+name or ``*`` for every check that takes that kind of line (:func:`check_names`); ``#`` starts a
+comment. ``tests/test_regressions.py`` runs every entry against the kernel under test.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from properties.case import Case
+from properties.varlen_case import VarlenCase, parse_case
 
-__all__ = ["ALL", "CORPUS_ENV", "Entry", "append", "corpus_path", "read"]
+__all__ = ["ALL", "CORPUS_ENV", "Entry", "append", "check_names", "corpus_path", "read"]
 
 CORPUS_ENV = "FLASH_FUZZ_CORPUS"
 ALL = "*"
@@ -27,7 +29,7 @@ class Entry:
     """One pinned case: the check that runs it (or :data:`ALL`), the case, where it was read."""
 
     check: str
-    case: Case
+    case: Case | VarlenCase
     line_no: int = 0
 
     def __str__(self) -> str:
@@ -53,13 +55,27 @@ def read(path: Path | None = None) -> list[Entry]:
         if not sep:
             check, _, case_line = line.partition(" ")
         try:
-            entries.append(Entry(check.strip(), Case.parse(case_line), line_no))
+            entries.append(Entry(check.strip(), parse_case(case_line), line_no))
         except (ValueError, SyntaxError, TypeError) as exc:
-            raise ValueError(f"{path}:{line_no}: not 'CHECK<TAB>Case(...)': {raw!r} ({exc})") from exc
+            raise ValueError(f"{path}:{line_no}: not 'CHECK<TAB>Case(...)' or 'CHECK<TAB>VarlenCase(...)': "
+                             f"{raw!r} ({exc})") from exc
     return entries
 
 
-def append(case: Case, *, check: str = ALL, comment: str = "", path: Path | None = None) -> bool:
+def check_names(entry: Entry) -> list[str]:
+    """The checks an entry runs: its own, or for :data:`ALL` every check that takes its kind of
+    line (``properties.ALL_CHECKS`` for a ``Case``, ``properties.varlen.VARLEN_CHECKS`` for a
+    ``VarlenCase``)."""
+    if entry.check != ALL:
+        return [entry.check]
+    from properties import ALL_CHECKS
+    from properties.varlen import VARLEN_CHECKS
+
+    checks = VARLEN_CHECKS if isinstance(entry.case, VarlenCase) else ALL_CHECKS
+    return [check.__name__ for check in checks]
+
+
+def append(case: Case | VarlenCase, *, check: str = ALL, comment: str = "", path: Path | None = None) -> bool:
     """Pin ``case`` for ``check``; False (and nothing written) if that entry is already there."""
     path = path or corpus_path()
     if any(e.check == check and e.case == case for e in read(path)):

@@ -1,7 +1,8 @@
 """The Hypothesis test behind every fuzz run, with a database key that pytest and the CLI share.
 
 ``fuzz_given(check_name, size=...)`` turns a body ``f(case)`` into a Hypothesis test over
-:func:`fuzz.strategies.cases`. Its database key names only the check and the size
+:func:`fuzz.strategies.cases`, or, for a check of packed batches (:data:`properties.varlen.VARLEN_CHECKS`),
+over :func:`fuzz.strategies.varlen_cases`. Its database key names only the check and the size
 (``flash-gate/fuzz/<check>/<size>``), not the test function around it, so a failure saved by
 ``pytest tests/test_fuzz.py`` (say, in CI) is replayed by ``python -m fuzz replay`` and the other
 way round, and the key survives edits to the test's body. :func:`stored_cases` reads the cases
@@ -18,15 +19,24 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.database import ExampleDatabase, InMemoryExampleDatabase
 
 from fuzz import profiles
-from fuzz.strategies import SIZES, Size, cases, ragged_batches
+from fuzz.strategies import SIZES, Size, cases, varlen_cases
 from properties.case import Case
+from properties.varlen import VARLEN_CHECKS
+from properties.varlen_case import VarlenCase
 
-__all__ = ["database_key", "fuzz_given", "stored_cases"]
+__all__ = ["database_key", "fuzz_given", "is_varlen", "stored_cases"]
+
+_VARLEN_NAMES = frozenset(check.__name__ for check in VARLEN_CHECKS)
 
 
-def database_key(check_name: str, size: Size, *, ragged: bool = False) -> bytes:
-    """The example-database key of fuzzing ``check_name`` with cases (or ragged batches) of ``size``."""
-    return f"flash-gate/fuzz/{check_name}/{size.name}{'/ragged' if ragged else ''}".encode()
+def is_varlen(check_name: str) -> bool:
+    """Whether ``check_name`` checks packed batches (and so is fuzzed with :class:`VarlenCase`)."""
+    return check_name in _VARLEN_NAMES
+
+
+def database_key(check_name: str, size: Size) -> bytes:
+    """The example-database key of fuzzing ``check_name`` with cases of ``size``."""
+    return f"flash-gate/fuzz/{check_name}/{size.name}".encode()
 
 
 def fuzz_given(
@@ -36,10 +46,10 @@ def fuzz_given(
     database: ExampleDatabase | None = None,
     settings_: settings | None = None,
     random_seed: int | None = None,
-    ragged: bool = False,
     seconds: float | None = None,
-) -> Callable[[Callable[[Case], None]], Callable[[], None]]:
-    """Decorator: run ``body(case)`` on cases of ``size`` as a Hypothesis test keyed by the check.
+) -> Callable[[Callable[[Case | VarlenCase], None]], Callable[[], None]]:
+    """Decorator: run ``body(case)`` on cases of ``size`` as a Hypothesis test keyed by the check
+    (a :class:`Case`, or a :class:`VarlenCase` for a varlen check, see :func:`is_varlen`).
 
     Args:
         check_name: the check being fuzzed; with ``size``, it makes the database key.
@@ -48,14 +58,13 @@ def fuzz_given(
             :mod:`fuzz.profiles`).
         settings_: settings to start from (default: the active profile's).
         random_seed: a fixed seed; without one, the ``ci`` profile fixes one per key.
-        ragged: draw ``batch``, a ragged batch as a list of cases
-            (:func:`fuzz.strategies.ragged_batches`), instead of ``case``.
         seconds: stop drawing new cases after this long (at least one is run; a failure found
             is still shrunk). None: only ``max_examples`` ends the test.
     """
-    key = database_key(check_name, size, ragged=ragged)
+    key = database_key(check_name, size)
+    strategy = varlen_cases(size=size) if is_varlen(check_name) else cases(size=size)
 
-    def decorate(body: Callable[[Case], None]) -> Callable[[], None]:
+    def decorate(body: Callable[[Case | VarlenCase], None]) -> Callable[[], None]:
         clock = {"start": 0.0, "runs": 0, "failed": False}
 
         def timed(drawn) -> None:
@@ -69,14 +78,13 @@ def fuzz_given(
                 clock["failed"] = True
                 raise
 
-        if ragged:
-            test = given(ragged_batches(size=size))(timed)
-        else:
-            test = given(cases(size=size))(timed)
+        test = given(strategy)(timed)
         base = settings_ or settings()
         fixed = random_seed
         if fixed is None and profiles.active() in profiles.DERANDOMIZED:
-            fixed = int.from_bytes(hashlib.sha256(key).digest()[:8], "big")
+            salt = profiles.seed_salt()
+            salted = key if not salt else key + f"#seed={salt}".encode()
+            fixed = int.from_bytes(hashlib.sha256(salted).digest()[:8], "big")
         if fixed is not None:
             # @seed also sets database=None; the @settings applied after it puts the database
             # back (see fuzz.profiles for why this, and not derandomize=True).
@@ -101,7 +109,7 @@ class _TimeUp(BaseException):
     """Ends a fuzz test whose time is up (a BaseException: Hypothesis re-raises it as is)."""
 
 
-def stored_cases(check_name: str, size: Size, database: ExampleDatabase) -> list[Case]:
+def stored_cases(check_name: str, size: Size, database: ExampleDatabase) -> list[Case | VarlenCase]:
     """The failing cases saved under ``check_name`` and ``size`` in ``database``, smallest first.
 
     Hypothesis saves choice sequences, not values; to turn them back into cases, this replays
@@ -115,14 +123,14 @@ def stored_cases(check_name: str, size: Size, database: ExampleDatabase) -> list
     copy = InMemoryExampleDatabase()
     for entry in entries:
         copy.save(key, entry)
-    seen: list[Case] = []
+    seen: list[Case | VarlenCase] = []
     replay = settings(
         database=copy, phases=[Phase.reuse], max_examples=len(entries) + 1, deadline=None,
         suppress_health_check=list(HealthCheck), report_multiple_bugs=True,
     )
 
     @fuzz_given(check_name, size=size, database=copy, settings_=replay, random_seed=0)
-    def collect(case: Case) -> None:
+    def collect(case: Case | VarlenCase) -> None:
         seen.append(case)
 
     collect()

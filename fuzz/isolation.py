@@ -59,14 +59,17 @@ def run_check(check, kernel, case) -> tuple[Verdict, bool]:
 
 
 def _serve(conn, kernel_name: str) -> None:
-    """The worker's loop: receive ``(check_name, case_line)``, send back ``(status, message)``."""
+    """The worker's loop: receive ``(check_name, case_line)``, send back ``(status, message)``.
+
+    A case line is a ``Case(...)`` or a ``VarlenCase(...)`` line; a check is any of ``ALL_CHECKS``
+    and ``VARLEN_CHECKS``."""
     import torch
 
-    from properties import ALL_CHECKS, load_kernel
-    from properties.case import Case
+    from properties import ALL_CHECKS, VARLEN_CHECKS, load_kernel
+    from properties.varlen_case import parse_case
 
     kernel = load_kernel(kernel_name)
-    checks = {check.__name__: check for check in ALL_CHECKS}
+    checks = {check.__name__: check for check in ALL_CHECKS + VARLEN_CHECKS}
     on_gpu = torch.cuda.is_available()
     conn.send(("ready", ""))
     while True:
@@ -77,7 +80,7 @@ def _serve(conn, kernel_name: str) -> None:
         if request is None:
             return
         check_name, line = request
-        verdict, poisoned = run_check(checks[check_name], kernel, Case.parse(line))
+        verdict, poisoned = run_check(checks[check_name], kernel, parse_case(line))
         conn.send((verdict.status, verdict.message))
         if poisoned and on_gpu:
             return  # the CUDA context may be unusable; the parent starts a fresh worker

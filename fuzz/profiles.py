@@ -15,10 +15,11 @@ so a CI system can cache or upload it and a person can replay its failures from 
 Why ``ci`` is not ``derandomize=True``: Hypothesis refuses ``derandomize=True`` with a database
 (InvalidArgument), and its own ``ci`` profile saves nothing, so a failure found in CI would be lost.
 Instead :func:`fuzz.engine.fuzz_given` gives each fuzz test a fixed seed (``@hypothesis.seed``,
-derived from the test's database key) when the active profile is in :data:`DERANDOMIZED` and then
-re-applies the database (``@seed`` alone also turns the database off). Same seed and same database
-contents give the same examples, and failures are saved. ``pytest --hypothesis-seed`` is no route:
-a global seed makes Hypothesis drop the database unless the test has a fixed key, which ours do.
+derived from the test's database key and ``$FLASH_FUZZ_SEED``) when the active profile is in
+:data:`DERANDOMIZED` and then re-applies the database (``@seed`` alone also turns the database
+off). Same seed and same database contents give the same examples, and failures are saved.
+``pytest --hypothesis-seed`` is no route: a global seed makes Hypothesis drop the database unless
+the test has a fixed key, which ours do.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ always shrunk). A check that costs many kernel calls per case would otherwise ta
 Triton interpreter. Under ``ci`` the cap can make the number of cases depend on the machine's
 speed, never which cases come first. ``gpu``: 15 minutes for ``pytest -m gpu``'s fuzz tests;
 ``nightly`` has no cap."""
+
+SEED_ENV = "FLASH_FUZZ_SEED"
+"""Under a derandomized profile, mixed into every fuzz test's fixed seed (default 0): the same
+value gives the same examples; another value gives a different, equally reproducible run (how
+the suite is shown free of false failures across seeds: ``FLASH_FUZZ_SEED=1..5``)."""
 
 SECONDS_ENV = "FLASH_FUZZ_SECONDS"
 """Overrides :data:`SUITE_SECONDS` for the active profile when set (seconds, all fuzz tests together)."""
@@ -92,6 +98,11 @@ def load(name: str | None = None) -> str:
 def active() -> str:
     """The name of the profile :func:`load` loaded last."""
     return _active
+
+
+def seed_salt() -> int:
+    """``$FLASH_FUZZ_SEED`` as an int (0 when unset)."""
+    return int(os.environ.get(SEED_ENV) or 0)
 
 
 def test_seconds(*, tests: int) -> float | None:

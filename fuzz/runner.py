@@ -1,13 +1,14 @@
 """``fuzz run``: every check against one kernel, for a wall-clock budget, with crash isolation.
 
-The budget is split across the checks in :data:`properties.ALL_CHECKS` (whatever it holds when the
-run starts): each check gets ``time left / checks left``, so time a check does not use goes to the
-next. Hypothesis drives the search and the shrinking in this process; the kernel runs in an
-:class:`~fuzz.isolation.IsolatedChecker` worker, so a crash or hang is that case's failure and is
-shrunk and saved like any other. Shrinking a failure may run past the check's share, up to
-``shrink_budget`` seconds more. If every check finishes its examples early (the profile's
-``max_examples``), the run goes round again with fresh random draws until the budget is spent,
-unless the profile is derandomized.
+The budget is split across the checks named (by default every check in
+:data:`properties.ALL_CHECKS` and :data:`properties.varlen.VARLEN_CHECKS`, whatever they hold when
+the run starts): each check gets ``time left / checks left``, so time a check does not use goes to
+the next. Hypothesis drives the search and the shrinking in this process; the kernel runs in a
+:class:`Checker` worker (an :class:`~fuzz.isolation.IsolatedChecker`), so a crash or hang is that
+case's failure and is shrunk and saved like any other. Shrinking a failure may run past the
+check's share, up to ``shrink_budget`` seconds more. If every check finishes its examples early
+(the profile's ``max_examples``), the run goes round again with fresh random draws until the
+budget is spent, unless the profile is derandomized.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from fuzz.engine import fuzz_given
 from fuzz.isolation import IsolatedChecker, Verdict
 from fuzz.strategies import Size
 from properties.case import Case
+from properties.varlen_case import VarlenCase
 
-__all__ = ["CheckResult", "Progress", "fuzz_checks"]
+__all__ = ["CheckResult", "Checker", "Progress", "fuzz_checks"]
 
 
 class _BudgetSpent(BaseException):
@@ -56,7 +58,7 @@ class CheckResult:
     passed: int = 0
     failed: int = 0
     not_applicable: int = 0
-    failure: tuple[Case, Verdict] | None = None
+    failure: tuple[Case | VarlenCase, Verdict] | None = None
     shrink_cut_short: bool = False
     seconds: float = 0.0
 
@@ -68,7 +70,7 @@ class CheckResult:
             return "n/a"
         return "pass"
 
-    def record(self, case: Case, verdict: Verdict) -> None:
+    def record(self, case: Case | VarlenCase, verdict: Verdict) -> None:
         self.examples += 1
         if verdict.failed:
             self.failed += 1
@@ -128,7 +130,8 @@ def fuzz_checks(
 
     Args:
         kernel_name: the kernel module, imported by the worker process.
-        check_names: names of checks in :data:`properties.ALL_CHECKS`.
+        check_names: names of checks in :data:`properties.ALL_CHECKS` or
+            :data:`properties.varlen.VARLEN_CHECKS` (fuzzed with varlen cases).
         budget: wall-clock seconds for the search, split across the checks.
         size: how large cases get (:data:`fuzz.strategies.CPU` or ``GPU``).
         database: where failures are saved (and from where earlier ones are replayed first).
@@ -150,7 +153,7 @@ def fuzz_checks(
     results = {name: CheckResult(name) for name in check_names}
     deadline = time.monotonic() + budget
     pending = list(check_names)
-    with IsolatedChecker(kernel_name, case_timeout=case_timeout) as checker:
+    with Checker(kernel_name, case_timeout=case_timeout) as checker:
         round_no = 0
         while pending and time.monotonic() < deadline:
             finished_early = []
@@ -178,7 +181,7 @@ def _fuzz_one(name, checker, result, *, share, size, base, shrink_budget, random
     examples_before = result.examples
 
     @fuzz_given(name, size=size, settings_=base, random_seed=random_seed)
-    def fuzz(case: Case) -> None:
+    def fuzz(case: Case | VarlenCase) -> None:
         now = time.monotonic()
         if result.examples > examples_before and now > (shrink_end if result.failure else search_end):
             raise _BudgetSpent
@@ -211,3 +214,7 @@ def _fuzz_one(name, checker, result, *, share, size, base, shrink_budget, random
     result.seconds += time.monotonic() - start
     progress.finish(result)
     return spent
+
+
+Checker = IsolatedChecker
+"""The isolated worker that runs every check, dense and varlen (kept as the name callers use)."""

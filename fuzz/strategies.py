@@ -1,12 +1,14 @@
-"""Hypothesis strategies for attention problems: :class:`~properties.case.Case` and ragged batches.
+"""Hypothesis strategies for attention problems: :class:`~properties.case.Case` and packed
+variable-length batches (:class:`~properties.varlen_case.VarlenCase`).
 
 Every strategy takes keyword-only parameters and draws the *description* of a problem (shapes,
 dtype, layout, value distribution, a seed), never the elements: the tensors are built from the
 seed by :meth:`Case.make_qkv`, so a case is cheap to draw, to shrink and to print as one line.
 
 Shrinking goes toward the simplest problem: lengths toward 1 (then toward the tile edges), head
-dim 16, no leading dims, float32, not causal, contiguous, standard normal values, seed 0. So a
-failure is reported as the smallest case that still shows it.
+dim 16, no leading dims, float32, not causal, contiguous, standard normal values, seed 0 (a varlen
+batch: toward one sequence of length 1, one head). So a failure is reported as the smallest case
+that still shows it.
 
 How big cases get is one parameter, a :class:`Size`: :data:`CPU` (for the Triton interpreter,
 which costs about a second per call at n ~ 1000) or :data:`GPU` (lengths up to 16k, bfloat16).
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from properties.case import LAYOUTS, Case
+from properties.varlen_case import VARLEN_LAYOUTS, VarlenCase
 
 __all__ = [
     "CPU",
@@ -34,9 +37,9 @@ __all__ = [
     "leading_dims",
     "length_pairs",
     "lengths",
-    "ragged_batches",
     "ragged_lengths",
     "values",
+    "varlen_cases",
 ]
 
 BLOCK = 64
@@ -205,11 +208,12 @@ def ragged_lengths(draw, *, size: Size = CPU, max_sequences: int = 4,
     """Per-sequence lengths of one batch: each a tile edge or any length, in uneven mixes.
 
     Either independent lengths (:func:`lengths`), or a deliberately lopsided mix: one long
-    sequence among length-1 ones. Shrinks toward a single sequence of length 1.
+    sequence among length-1 ones. Shrinks toward a single sequence of length 1 (the mix, too, may
+    shrink to its long sequence alone, so the shrinker need not leave that branch).
     """
     if draw(st.booleans()):
         long = draw(lengths(size=size, block=block))
-        n_short = draw(st.integers(1, max_sequences - 1))
+        n_short = draw(st.integers(0, max_sequences - 1))
         where = draw(st.integers(0, n_short))
         mix = [1] * n_short
         mix.insert(where, long)
@@ -217,23 +221,56 @@ def ragged_lengths(draw, *, size: Size = CPU, max_sequences: int = 4,
     return tuple(draw(st.lists(lengths(size=size, block=block), min_size=1, max_size=max_sequences)))
 
 
-@st.composite
-def ragged_batches(draw, *, size: Size = CPU, max_sequences: int = 4,
-                   block: int = BLOCK) -> list[Case]:
-    """A ragged batch as one :class:`Case` per sequence: shared head dim, dtype, causality, layout
-    and values; per-sequence lengths from :func:`ragged_lengths` (self-attention, ``n_q = n_k``)
-    and per-sequence seeds.
+PADDED_WORK_RATIO = 4
+"""How much more than ``size.max_work`` the padded varlen oracle may do: it pads every sequence to
+the longest, so one long sequence among short ones costs ``batch`` times the kernel's work."""
 
-    The kernel takes no padding mask or packed ``cu_seqlens`` yet, so a ragged batch is checked
-    sequence by sequence; a masked or packed path will take the same lengths.
+
+def _fit_sequences(seqlens_q, seqlens_k, heads, max_work):
+    """Sequences dropped from the end (then heads lowered) until both the kernel's work,
+    ``heads * sum(n_q n_k)``, and the padded oracle's, ``heads * batch * max n_q * max n_k``, fit."""
+    q, k = list(seqlens_q), list(seqlens_k)
+
+    def fits():
+        return (heads * sum(a * b for a, b in zip(q, k)) <= max_work
+                and heads * len(q) * max(q) * max(k) <= PADDED_WORK_RATIO * max_work)
+
+    while len(q) > 1 and not fits():
+        q.pop()
+        k.pop()
+    while heads > 1 and not fits():
+        heads -= 1
+    return tuple(q), tuple(k), heads
+
+
+@st.composite
+def varlen_cases(draw, *, size: Size = CPU, max_sequences: int = 6, block: int = BLOCK) -> VarlenCase:
+    """A packed batch as a :class:`VarlenCase`: per-sequence lengths from :func:`ragged_lengths`
+    (tile edges, 1, a long sequence among length-1 ones), then, each now and then: ``n_k`` drawn
+    apart from ``n_q`` per sequence, and a sequence with no queries (with no keys, or some) put
+    among the others (its keys, up to the longest, shrink toward none); heads 1..3, and the head
+    dim, dtype, causality, layout and values as :func:`cases` draws them.
+
+    Shrinks toward one sequence of length 1 with one head. Before the query-less sequence goes in,
+    sequences are dropped from the end (then heads lowered) until ``heads * sum(n_q n_k)`` fits
+    ``size.max_work`` and the padded oracle's work fits :data:`PADDED_WORK_RATIO` times it.
     """
-    seq_lens = draw(ragged_lengths(size=size, max_sequences=max_sequences, block=block))
+    seqlens_q = draw(ragged_lengths(size=size, max_sequences=max_sequences, block=block))
+    seqlens_k = seqlens_q
+    if draw(st.booleans()):
+        seqlens_k = tuple(draw(lengths(size=size, block=block)) for _ in seqlens_q)
+    seqlens_q, seqlens_k, heads = _fit_sequences(seqlens_q, seqlens_k, draw(st.integers(1, 3)),
+                                                 size.max_work)
+    if draw(st.integers(0, 4)) == 4:  # one case in five: a sequence without queries, somewhere
+        where = draw(st.integers(0, len(seqlens_q)))
+        n_k = draw(st.integers(0, max(seqlens_k)))
+        seqlens_q = seqlens_q[:where] + (0,) + seqlens_q[where:]
+        seqlens_k = seqlens_k[:where] + (n_k,) + seqlens_k[where:]
     head_dim = draw(head_dims(min_dim=size.min_head_dim))
     dtype = draw(dtypes(size=size))
     is_causal = draw(st.booleans())
-    layout = draw(layouts())
+    layout = draw(st.sampled_from(VARLEN_LAYOUTS))
     distribution, scale = draw(values(dtype=dtype))
     seed = draw(st.integers(0, 2**16))
-    heads = _fit_leading((2,), max(seq_lens), max(seq_lens), size.max_work)
-    return [Case(n, n, head_dim, heads, dtype, is_causal, layout, distribution, scale, seed + i)
-            for i, n in enumerate(seq_lens)]
+    return VarlenCase(seqlens_q, seqlens_k, heads, head_dim, dtype, is_causal, layout, distribution,
+                      scale, seed)

@@ -32,6 +32,8 @@ from properties.symmetry import (
     check_query_permutation,
     check_value_affine,
 )
+from properties.varlen import VARLEN_CHECKS
+from properties.varlen_case import VarlenCase
 
 ORACLE_CHECKS = (check_output_matches_oracle, check_lse_matches_oracle, check_gradients_match_oracle)
 """Every check that compares against the float64 oracle."""
@@ -56,15 +58,20 @@ INVARIANT_CHECKS = (
 """Every check of a property that holds for any correct kernel, with or without a reference."""
 
 ALL_CHECKS = ORACLE_CHECKS + INVARIANT_CHECKS
-"""Every check, in the order reports list them."""
+"""Every check of a :class:`Case`, in the order reports list them. The checks of packed
+(variable-length) batches take a :class:`VarlenCase` instead and are :data:`VARLEN_CHECKS`
+(``properties/varlen.py``), not in here."""
 
 __all__ = [
     "ALL_CHECKS",
     "INVARIANT_CHECKS",
     "ORACLE_CHECKS",
+    "VARLEN_CHECKS",
     "Case",
+    "VarlenCase",
     "NotApplicable",
     "default_device",
     "load_kernel",
     *(check.__name__ for check in ALL_CHECKS),
 ]
+# The varlen checks are reached as properties.varlen.check_*; their names are not re-exported.

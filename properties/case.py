@@ -90,16 +90,12 @@ class Case:
         object.__setattr__(self, "leading", tuple(self.leading))
 
     def __str__(self) -> str:
-        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
-        return f"Case({args})"
+        return case_line(self)
 
     @classmethod
     def parse(cls, line: str) -> Case:
         """Rebuild a case from ``str(case)`` (literal keyword arguments only; nothing is evaluated)."""
-        call = ast.parse(line.strip(), mode="eval").body
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "Case"):
-            raise ValueError(f"expected a line like 'Case(n_q=1, n_k=1, ...)', got {line!r}")
-        return cls(**{kw.arg: ast.literal_eval(kw.value) for kw in call.keywords})
+        return parse_line(cls, line, example="Case(n_q=1, n_k=1, ...)")
 
     def replace(self, **changes) -> Case:
         return Case(**{**asdict(self), **changes})
@@ -151,6 +147,21 @@ class Case:
         rows = torch.randn((*self.leading, pool, self.head_dim), generator=gen) * scale
         pick = torch.randint(0, pool, (self.n_k,), generator=gen)
         return q, rows[..., pick, :], v
+
+
+def case_line(case) -> str:
+    """``ClassName(field=value, ...)`` of a dataclass case, every field, as Python literals."""
+    args = ", ".join(f"{f.name}={getattr(case, f.name)!r}" for f in fields(case))
+    return f"{type(case).__name__}({args})"
+
+
+def parse_line(cls, line: str, *, example: str):
+    """``cls`` rebuilt from its :func:`case_line` (literal keyword arguments only; nothing is run)."""
+    call = ast.parse(line.strip(), mode="eval").body
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and call.func.id == cls.__name__):
+        raise ValueError(f"expected a line like {example!r}, got {line!r}")
+    return cls(**{kw.arg: ast.literal_eval(kw.value) for kw in call.keywords})
 
 
 def _uniform(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:

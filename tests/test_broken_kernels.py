@@ -6,11 +6,16 @@ check, the module, the case and the bound; and exactly the listed checks must fa
 that stops seeing its bug, or starts failing correct code, shows up here. Where the list holds only
 the intended check, no other check sees that bug. These tests run the broken modules, never the
 ``--kernel`` under test.
+
+The varlen checks (properties/varlen.py) have their own broken modules, ``tests/broken/varlen_*.py``,
+each a bug of the packed path on top of a correct dense one, judged on one packed case.
 """
 
 import pytest
 
 from properties import ALL_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
+from properties.varlen import VARLEN_CHECKS
+from properties.varlen_case import VarlenCase
 
 CASE = Case(33, 40, 16, (2,), "float32", False)
 """Non-causal (the causal checks make every case causal themselves), float32 (float16 output
@@ -94,4 +99,53 @@ def test_broken_module_fails_its_check(check_name):
     assert "batch (" in message or "d o[" in message, f"no worst element in: {message}"
     assert set(failed) == expected, (
         f"tests.broken.{module}: failing checks {sorted(failed)}, expected {sorted(expected)}"
+    )
+
+
+VARLEN_CASE = VarlenCase((40, 0, 17, 33), (31, 3, 17, 40), 2, 16, "float32", True)
+"""Causal (the per-sequence diagonal is where packed offsets go wrong), float32 (the bit-level bugs
+would round away in float16); sequence 0 has more queries than keys (rows 31..39 reach past its
+keys); sequence 1 has keys and no queries; from sequence 2 on, ``cu_q[b] - cu_k[b] = 6``."""
+
+VARLEN_BROKEN = {
+    # module in tests/broken: (the check it is meant for, every varlen check that fails on VARLEN_CASE)
+    "varlen_key_past_end": ("check_varlen_matches_oracle", {
+        "check_varlen_matches_oracle", "check_varlen_gradients_match_oracle",
+        "check_varlen_no_leakage", "check_varlen_matches_separate"}),  # a wrong key is seen by all
+    # The diagonal moves within the sequence's own keys, so nothing leaks across sequences.
+    "varlen_causal_offset": ("check_varlen_matches_oracle", {
+        "check_varlen_matches_oracle", "check_varlen_gradients_match_oracle",
+        "check_varlen_matches_separate"}),
+    # The forward is right; the backward reaches into the next sequence's dk, dv.
+    "varlen_dk_into_next_sequence": ("check_varlen_gradients_match_oracle", {
+        "check_varlen_gradients_match_oracle", "check_varlen_no_leakage",
+        "check_varlen_matches_separate"}),
+    "varlen_empty_sequence_grads": ("check_varlen_gradients_match_oracle", {
+        "check_varlen_gradients_match_oracle"}),
+    "varlen_max_over_tile": ("check_varlen_no_leakage", {"check_varlen_no_leakage"}),
+    "varlen_packed_tiles": ("check_varlen_matches_separate", {"check_varlen_matches_separate"}),
+}
+
+
+def test_every_varlen_check_has_a_broken_module():
+    assert {check for check, _ in VARLEN_BROKEN.values()} == {check.__name__ for check in VARLEN_CHECKS}
+
+
+@pytest.mark.parametrize("module", list(VARLEN_BROKEN))
+def test_broken_varlen_module_fails_its_check(module):
+    check_name, expected = VARLEN_BROKEN[module]
+    kernel = load_kernel(f"tests.broken.{module}")
+    failed = {}
+    for check in VARLEN_CHECKS:
+        try:
+            check(kernel, VARLEN_CASE)
+        except AssertionError as exc:
+            failed[check.__name__] = str(exc)
+    assert check_name in failed, f"{check_name} did not catch tests.broken.{module}"
+    message = failed[check_name]
+    for fragment in (check_name, f"kernel tests.broken.{module}", "VarlenCase(seqlens_q=", "sequence "):
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+    assert "bound" in message, f"no bound in: {message}"
+    assert set(failed) == expected, (
+        f"tests.broken.{module}: failing varlen checks {sorted(failed)}, expected {sorted(expected)}"
     )

@@ -3,7 +3,9 @@ own machinery (strategies, profiles, database keys).
 
 One test per check in :data:`properties.ALL_CHECKS` (whatever it holds), on cases from
 :mod:`fuzz.strategies`: lengths weighted to tile edges, ``n_q != n_k``, odd head dims, every layout
-and value distribution. The Hypothesis profile (:mod:`fuzz.profiles`) sets how many cases, and on
+and value distribution; and one per check of packed batches (:data:`properties.varlen.VARLEN_CHECKS`),
+on :func:`fuzz.strategies.varlen_cases` (skipped, with the reason, for a kernel without
+``attention_varlen``). The Hypothesis profile (:mod:`fuzz.profiles`) sets how many cases, and on
 the CPU a few seconds per test (``--hypothesis-profile nightly``: many cases, no time cap).
 Failures are saved under keys shared with ``python -m fuzz``, so ``python -m fuzz replay`` replays
 them too; each failure notes the command that reproduces it.
@@ -18,20 +20,23 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from fuzz import profiles
 from fuzz.engine import database_key, fuzz_given, stored_cases
-from fuzz.strategies import CPU, CPU_QUICK, GPU, cases
+from fuzz.strategies import CPU, CPU_QUICK, GPU, cases, varlen_cases
 from oracle.dense import dense_attention
-from properties import ALL_CHECKS, ORACLE_CHECKS
+from properties import ALL_CHECKS
 from properties.case import DISTRIBUTIONS, Case
+from properties.kernels import NotApplicable, require_varlen
+from properties.varlen import VARLEN_CHECKS
+from properties.varlen_case import VarlenCase
 from tests.helpers import run_check
 
 CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
-RAGGED_CHECKS = [pytest.param(check, id=check.__name__) for check in ORACLE_CHECKS[:2]]
+VARLEN = [pytest.param(check, id=check.__name__) for check in VARLEN_CHECKS]
 
 
 def _seconds() -> float | None:
     # Read at run time: pytest_configure may load another profile after this module is imported.
     # Shared among the CPU fuzz tests, or (gpu profile) among the GPU ones.
-    return profiles.test_seconds(tests=len(CHECKS) + len(RAGGED_CHECKS))
+    return profiles.test_seconds(tests=len(CHECKS) + len(VARLEN))
 
 
 def _replay_note(case, check, kernel) -> None:
@@ -59,18 +64,37 @@ def test_fuzz_gpu(kernel, check):
     fuzz()
 
 
-@pytest.mark.parametrize("check", RAGGED_CHECKS)
-def test_fuzz_ragged_batch(kernel, check):
-    """A ragged batch (per-sequence lengths, some 1, some on tile edges), checked per sequence.
+def _require_varlen(kernel) -> None:
+    # Skip before drawing anything: every case of a varlen check would be NotApplicable.
+    try:
+        require_varlen(kernel)
+    except NotApplicable as reason:
+        pytest.skip(str(reason))
 
-    The kernel has no key padding mask or packed sequences yet, so each sequence is its own call.
-    """
-    @fuzz_given(check.__name__, size=CPU_QUICK, ragged=True, seconds=_seconds())
-    def fuzz(batch):
-        note(f"sequence lengths {[case.n_q for case in batch]}")
-        for case in batch:
-            _replay_note(case, check, kernel)
-            run_check(check, kernel, case)
+
+@pytest.mark.parametrize("check", VARLEN)
+def test_fuzz_varlen(kernel, check):
+    """Packed batches: per-sequence lengths at tile edges, 1, a long one among length-1 ones,
+    ``n_q != n_k`` per sequence, now and then a sequence without queries."""
+    _require_varlen(kernel)
+
+    @fuzz_given(check.__name__, size=CPU_QUICK, seconds=_seconds())
+    def fuzz(case):
+        _replay_note(case, check, kernel)
+        run_check(check, kernel, case)
+
+    fuzz()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("check", VARLEN)
+def test_fuzz_varlen_gpu(kernel, check):
+    _require_varlen(kernel)
+
+    @fuzz_given(check.__name__, size=GPU, seconds=_seconds())
+    def fuzz(case):
+        _replay_note(case, check, kernel)
+        run_check(check, kernel, case)
 
     fuzz()
 
@@ -90,6 +114,44 @@ def test_cases_start_from_the_simplest_and_shrink_to_tile_edges():
     tail = find(cases(size=CPU), lambda case: case.n_k % 64 == 1 and case.n_k > 1,
                 settings=settings(database=None, max_examples=2000))
     assert (tail.n_k, tail.head_dim, tail.leading) == (65, 16, ())
+
+
+def test_varlen_cases_start_from_one_sequence_of_length_1_and_shrink_there():
+    seen = []
+
+    @fuzz_given("check_varlen_matches_oracle", size=CPU, settings_=settings(database=None, max_examples=3))
+    def fuzz(case):
+        seen.append(case)
+
+    fuzz()
+    assert seen[0] == VarlenCase((1,), (1,), 1, 16, "float32", False, "contiguous", "normal", 1.0, 0)
+    # From a fixed start: from some random ones the shrinker stops at (0, 1, 1, 1, 1, 1) (a long
+    # sequence of length 1 among ones), still small, but not the smallest.
+    settings_ = settings(database=None, max_examples=2000, derandomize=True)
+    empty = find(varlen_cases(size=CPU), lambda case: 0 in case.seqlens_q, settings=settings_)
+    assert (empty.seqlens_q, empty.seqlens_k, empty.heads, empty.head_dim) == ((0, 1), (0, 1), 1, 16), empty
+    edge = find(varlen_cases(size=CPU), lambda case: any(n % 64 == 1 and n > 1 for n in case.seqlens_k),
+                settings=settings_)
+    assert edge.seqlens_k == (65,) and edge.seqlens_q in ((1,), (65,)) and edge.heads == 1, edge
+
+
+@pytest.mark.parametrize("size", [CPU, GPU], ids=lambda size: f"size={size.name}")
+def test_varlen_cases_fit_the_work_cap(size):
+    """Sequences past the cap are dropped: the kernel's work and the padded oracle's (every
+    sequence padded to the longest) stay within the size's limits; a lone sequence may exceed them,
+    as a lone Case may."""
+    from fuzz.strategies import PADDED_WORK_RATIO
+
+    @fuzz_given("check_varlen_no_leakage", size=size, settings_=settings(database=None, max_examples=200))
+    def fuzz(case):
+        # The query-less sequence goes in after the fit; it adds no work to the kernel.
+        pairs = [(a, b) for a, b in zip(case.seqlens_q, case.seqlens_k) if a]
+        work = case.heads * sum(a * b for a, b in pairs)
+        padded = case.heads * len(pairs) * max(a for a, _ in pairs) * max(b for _, b in pairs)
+        if len(pairs) > 1:
+            assert work <= size.max_work and padded <= PADDED_WORK_RATIO * size.max_work, case
+
+    fuzz()
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)

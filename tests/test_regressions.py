@@ -1,24 +1,24 @@
 """The regression corpus: every pinned case, against the kernel under test.
 
-Entries live in ``fuzz/corpus.txt`` (or ``$FLASH_FUZZ_CORPUS``), one ``CHECK<TAB>Case(...)`` per line,
-added by ``python -m fuzz pin``. Unlike the example database, they do not depend on any test's body,
-so a case that once failed is run on every suite run, whatever becomes of the fuzz tests.
+Entries live in ``fuzz/corpus.txt`` (or ``$FLASH_FUZZ_CORPUS``), one ``CHECK<TAB>Case(...)`` or
+``CHECK<TAB>VarlenCase(...)`` per line, added by ``python -m fuzz pin``. Unlike the example
+database, they do not depend on any test's body, so a case that once failed is run on every suite
+run, whatever becomes of the fuzz tests.
 """
 
 import pytest
 
 from fuzz import corpus
-from properties import ALL_CHECKS
+from properties import ALL_CHECKS, VARLEN_CHECKS
 from tests.helpers import run_check
 
-_BY_NAME = {check.__name__: check for check in ALL_CHECKS}
+_BY_NAME = {check.__name__: check for check in ALL_CHECKS + VARLEN_CHECKS}
 
 
 def _params():
     params = []
     for entry in corpus.read():
-        names = list(_BY_NAME) if entry.check == corpus.ALL else [entry.check]
-        for name in names:
+        for name in corpus.check_names(entry):
             params.append(pytest.param(name, entry.case, id=f"line{entry.line_no}-{name}"))
     return params
 

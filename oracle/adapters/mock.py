@@ -1,10 +1,16 @@
-"""Kernel module: the blockwise mock (64x64 tiles, float32 accumulators), as the kernel's twin."""
+"""Kernel module: the blockwise mock (64x64 tiles, float32 accumulators), as the kernel's twin.
+
+The mock takes no mask, so its varlen entry points walk the sequences, one mock call each (as
+``[heads, n, d]`` views of the packed tensors), and pack the results; a sequence with no queries
+produces nothing.
+"""
 
 from __future__ import annotations
 
 import torch
 
 from oracle.mock import FlashAttentionMock
+from oracle.varlen import seqlens
 
 _mock = FlashAttentionMock()
 
@@ -20,3 +26,34 @@ def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
 ) -> torch.Tensor:
     return _mock(q, k, v, is_causal)[0]
+
+
+def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal):
+    os, lses = [q.new_zeros((0, *q.shape[1:]))], [q.new_zeros((0, q.shape[1]), dtype=torch.float32)]
+    starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    for b, (n_q, n_k) in enumerate(zip(seqlens(cu_seqlens_q), seqlens(cu_seqlens_k))):
+        if n_q == 0:
+            continue
+        if n_k == 0:
+            raise ValueError(f"sequence {b} has {n_q} queries and no keys")
+        rows_q = slice(starts_q[b], starts_q[b] + n_q)
+        rows_k = slice(starts_k[b], starts_k[b] + n_k)
+        o, lse = _mock(q[rows_q].transpose(0, 1), k[rows_k].transpose(0, 1), v[rows_k].transpose(0, 1),
+                       is_causal)
+        os.append(o.transpose(0, 1))
+        lses.append(lse.float().detach().transpose(0, 1))
+    return torch.cat(os), torch.cat(lses)
+
+
+def attention_varlen_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal)
+
+
+def attention_varlen(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+) -> torch.Tensor:
+    return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal)[0]

@@ -16,6 +16,7 @@ from tests.mutants import Mutant
 
 F = "flash.forward"
 B = "flash.backward_triton"
+V = "flash.varlen"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- softmax scale --
@@ -45,19 +46,19 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("causal_diagonal_unmasked", F,
            "visible = visible & (offs_q[:, None] >= cols[None, :])", "visible = visible",
            "causal only shortens the loop; the diagonal tile is not masked: causal, n >= 2"),
-    Mutant("causal_loop_skips_diagonal_tile", F, "hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)",
-           "hi = tl.minimum(N_K, pid_q * BLOCK_Q)",
+    Mutant("causal_loop_skips_diagonal_tile", F, "hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)",
+           "hi = tl.minimum(n_k, pid_q * BLOCK_Q)",
            "causal loop stops before the diagonal tile; causal, any n"),
-    Mutant("causal_loop_one_tile_short", F, "hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q)",
-           "hi = tl.minimum(N_K, (pid_q + 1) * BLOCK_Q - BLOCK_K)",
+    Mutant("causal_loop_one_tile_short", F, "hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)",
+           "hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q - BLOCK_K)",
            "causal loop drops the last visible key tile when tiles are 64 wide; causal, n_q >= 65"),
     # -- lse --
     Mutant("lse_in_base_2", F, "lse = (m_i + tl.log2(l_i)) / 1.4426950408889634", "lse = m_i + tl.log2(l_i)",
            "lse stored in base 2, not natural log; any input (lse check; breaks a backward using it)"),
     Mutant("lse_without_denominator", F, "lse = (m_i + tl.log2(l_i)) / 1.4426950408889634",
            "lse = m_i / 1.4426950408889634", "lse is only the row max; n_k >= 2"),
-    Mutant("lse_stored_with_n_k_stride", F, "tl.store(LSE + pid_b.to(tl.int64) * N_Q + offs_q",
-           "tl.store(LSE + pid_b.to(tl.int64) * N_K + offs_q",
+    Mutant("lse_stored_with_n_k_stride", F, "        *o_strides, *lse_strides,\n",
+           "        *o_strides, lse_strides[0] // n_q * n_k, lse_strides[1],\n",
            "lse of batch b stored at b * n_k: wrong (or out of bounds) when n_q != n_k with 2+ slices"),
     # -- strides and batch offsets --
     Mutant("k_uses_q_offsets", F, "k_base = K + tl.load(K_OFFSETS + pid_b)", "k_base = K + tl.load(Q_OFFSETS + pid_b)",
@@ -96,7 +97,25 @@ CATALOGUE: tuple[Mutant, ...] = (
            "lo = (start_k // BLOCK_Q + 1) * BLOCK_Q",
            "dk/dv skip the query tile holding the diagonal; causal, any n"),
     Mutant("dq_lse_in_natural_log", B,
-           "lse = tl.load(LSE + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0) * 1.4426950408889634",
-           "lse = tl.load(LSE + pid_b.to(tl.int64) * N_Q + offs_q, mask=mask_q, other=0.0)",
+           "    lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)\n"
+           "    lse = lse * 1.4426950408889634  # base 2\n",
+           "    lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)\n",
            "dq recomputes P = exp2(s - lse) with the lse left in natural log; any input"),
+    # -- packed variable-length input (flash.varlen; dense calls never take these paths) --
+    Mutant("varlen_key_window_from_cu_seqlens_q", F, "start_k = tl.load(CU_K + seq)",
+           "start_k = tl.load(CU_Q + seq)",
+           "a sequence's keys located with the query offsets: wrong when n_q != n_k in an earlier "
+           "sequence; varlen, 2 sequences with lengths q (1, 1), k (2, 1)"),
+    Mutant("varlen_key_length_one_past_the_end", F, "n_k = tl.load(CU_K + seq + 1) - start_k",
+           "n_k = tl.load(CU_K + seq + 1) - start_k + 1",
+           "each sequence also sees the next sequence's first key (leakage across the boundary); "
+           "varlen, 2 sequences of length 1, non-causal"),
+    Mutant("varlen_lse_row_stride_one", V,
+           "o_strides=(d, heads * d), lse_strides=(1, heads)", "o_strides=(d, heads * d), lse_strides=(1, 1)",
+           "packed lse stored with row stride 1 instead of the head count: heads overwrite each other; "
+           "varlen, 2 heads, n_q >= 2"),
+    Mutant("varlen_dkdv_rows_of_first_sequence", B,
+           "out = pid_b.to(tl.int64) * stride_gs + (row_k + rows_k) * stride_gn + offs_d[None, :]",
+           "out = pid_b.to(tl.int64) * stride_gs + rows_k * stride_gn + offs_d[None, :]",
+           "dk/dv of every sequence written at the first sequence's rows; varlen, 2 sequences"),
 )

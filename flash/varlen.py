@@ -1,0 +1,130 @@
+"""Packed variable-length attention (varlen): many sequences of different lengths in one call.
+
+Sequences are packed along the first dim, as flash-attention's ``flash_attn_varlen_func`` takes
+them: q ``[total_q, heads, d]``, k and v ``[total_k, heads, d]``, and ``cu_seqlens_q``,
+``cu_seqlens_k`` (int32, ``batch + 1`` entries) the cumulative lengths, so that sequence ``b`` is
+rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` of q and ``cu_seqlens_k[b]:cu_seqlens_k[b + 1]``
+of k and v. Each sequence attends only within itself; causal masking is top-left per sequence
+(query ``i`` of a sequence sees its key ``j`` iff ``j <= i``). No padding is stored or computed.
+
+The kernels are the dense ones (:mod:`flash.forward`, :mod:`flash.backward_triton`) with
+``VARLEN`` set: a slice is a head, and each program reads its sequence's window from
+``cu_seqlens``; the grid is sized by ``max_seqlen_*`` and tiles past a shorter sequence's end do
+nothing. A sequence's numbers are therefore bit-for-bit those of the same sequence passed alone to
+:func:`flash.attention` (same tiles, same order of operations), which the suite checks.
+
+A sequence may have no queries (``n_q = 0``: it produces nothing, and its keys get zero
+gradients); one with queries and no keys is rejected, as attention over no keys is undefined.
+Every argument is checked first (:func:`flash.checks.check_varlen_inputs`), which reads
+``cu_seqlens`` back to the host once per call.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from flash.backward_triton import backward_config, launch_backward
+from flash.checks import check_varlen_inputs
+from flash.forward import launch_forward, slice_offsets
+
+
+def _heads_first(t: torch.Tensor) -> torch.Tensor:
+    """``[total, heads, d]`` viewed as ``[heads, total, d]``: one slice per head, no copy."""
+    return t.transpose(0, 1)
+
+
+def varlen_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``o [total_q, heads, d]`` (input dtype) and ``lse [total_q, heads]`` (float32) of packed input."""
+    check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal)
+    total_q, heads, d = q.shape
+    o = torch.empty((total_q, heads, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((total_q, heads), dtype=torch.float32, device=q.device)
+    qh, kh, vh = (_heads_first(t) for t in (q, k, v))
+    launch_forward(
+        qh, kh, vh, o, lse, slice_offsets(qh), slice_offsets(kh), slice_offsets(vh),
+        cu_seqlens_q, cu_seqlens_k,
+        o_strides=(d, heads * d), lse_strides=(1, heads), n_q=max_seqlen_q, n_k=max_seqlen_k,
+        slices=heads, sequences=cu_seqlens_q.numel() - 1, is_causal=is_causal,
+    )
+    return o, lse
+
+
+def varlen_backward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+    do: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int, max_seqlen_k: int, is_causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``dq, dk, dv`` (contiguous, shaped like q, k, v) of packed input, with the Triton backward."""
+    total_q, heads, d = q.shape
+    total_k = k.shape[0]
+    delta = torch.empty((total_q, heads), dtype=torch.float32, device=q.device)
+    # Every row is written: each key tile's program stores its rows (zeros for a sequence with no
+    # queries), each query tile's program its rows of dq.
+    dq = torch.empty((total_q, heads, d), dtype=q.dtype, device=q.device)
+    dk = torch.empty((total_k, heads, d), dtype=q.dtype, device=q.device)
+    dv = torch.empty((total_k, heads, d), dtype=q.dtype, device=q.device)
+    views = [_heads_first(t) for t in (q, k, v, o, do)]
+    launch_backward(
+        *views[:3], views[3], lse, views[4], delta, dq, dk, dv,
+        tuple(slice_offsets(t) for t in views), cu_seqlens_q, cu_seqlens_k,
+        lse_strides=(1, heads), dq_strides=(d, heads * d), dkv_strides=(d, heads * d),
+        n_q=max_seqlen_q, n_k=max_seqlen_k, slices=heads, sequences=cu_seqlens_q.numel() - 1,
+        is_causal=is_causal, config=backward_config(d, q.dtype),
+    )
+    return dq, dk, dv
+
+
+class FlashAttentionVarlen(torch.autograd.Function):
+    """Packed variable-length Flash Attention; returns ``(o, lse)``, ``lse`` not differentiable."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                is_causal=False):
+        o, lse = varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                is_causal)
+        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+        ctx.geometry = (max_seqlen_q, max_seqlen_k, is_causal)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+        if do.dtype != q.dtype:
+            do = do.to(q.dtype)
+        dq, dk, dv = varlen_backward(q, k, v, o, lse, do, cu_q, cu_k, *ctx.geometry)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def attention_varlen_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`attention_varlen`, plus the log-sum-exp per token and head (float32 ``[total_q, heads]``)."""
+    return FlashAttentionVarlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                      max_seqlen_k, is_causal)
+
+
+def attention_varlen(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+) -> torch.Tensor:
+    """Attention over packed sequences: ``o [total_q, heads, d]``, differentiable in q, k, v.
+
+    Args:
+        q: ``[total_q, heads, d]``; k, v: ``[total_k, heads, d]`` (any strides; float16,
+            bfloat16 or float32; head dims 1..256, as :func:`flash.attention`).
+        cu_seqlens_q, cu_seqlens_k: int32 ``[batch + 1]`` on q's device: 0, then the running
+            totals of the sequence lengths, ending at ``total_q`` / ``total_k``.
+        max_seqlen_q, max_seqlen_k: ints at least the longest query / key sequence (they size the
+            grid; larger only wastes programs).
+        is_causal: top-left causal masking within each sequence.
+
+    Raises ``TypeError``/``ValueError`` naming the argument for anything else (see
+    :func:`flash.checks.check_varlen_inputs`).
+    """
+    return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                     max_seqlen_k, is_causal)[0]

@@ -1,0 +1,126 @@
+"""Packed (variable-length) attention by way of a padded batch: the varlen oracle and its tools.
+
+A packed batch stores ``batch`` sequences one after another: ``q [total_q, heads, d]`` with sequence
+``b``'s queries at rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` (likewise k, v with
+``cu_seqlens_k``). Sequence ``b``'s queries attend to its own keys only; causal is top-left per
+sequence (query ``i`` of a sequence sees its key ``j`` iff ``j <= i``).
+
+The oracle does not loop over sequences: it pads the batch to ``[batch, heads, max_len, d]``
+(:func:`pad_packed`), computes dense attention with a key-padding mask and the per-sequence causal
+mask (:func:`varlen_mask`), and unpacks (:func:`unpad`). It uses the formula and the order of
+operations of :func:`oracle.dense.dense_attention`, so with ``compute_dtype=None`` it is the
+same-dtype reference the error model needs, as the dense one is.
+
+Padded query rows would see no key at all, and a fully masked row is NaN; a NaN there is dropped
+from the output by :func:`unpad`, but its gradient is not: ``0 * NaN`` is NaN and reaches every
+input of the batch. So a padded row sees key 0 of its own padded block (a real key, or zeros)
+instead; its output is dropped, its upstream gradient is exactly 0, and so is what it sends back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def seqlens(cu_seqlens: torch.Tensor) -> list[int]:
+    """Per-sequence lengths from ``cu_seqlens`` (on the host: the oracle may synchronize)."""
+    cu = [int(x) for x in cu_seqlens.tolist()]
+    return [b - a for a, b in zip(cu, cu[1:])]
+
+
+def pad_packed(
+    x: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x [total, heads, *rest]`` as ``[batch, heads, max_seqlen, *rest]`` (zeros past each sequence's
+    end) and ``valid [batch, max_seqlen]`` (True where a row holds data). Differentiable in ``x``.
+
+    Raises ``ValueError`` if a sequence is longer than ``max_seqlen`` or ``cu_seqlens`` does not end
+    at ``total``.
+    """
+    lens = seqlens(cu_seqlens)
+    if lens and max(lens) > max_seqlen:
+        raise ValueError(f"max_seqlen {max_seqlen} is smaller than the longest sequence, {max(lens)}")
+    if int(cu_seqlens[-1]) != x.shape[0]:
+        raise ValueError(f"cu_seqlens ends at {int(cu_seqlens[-1])}, but the packed tensor has "
+                         f"{x.shape[0]} rows")
+    starts = cu_seqlens[:-1].to(device=x.device, dtype=torch.long)
+    n = torch.tensor(lens, device=x.device, dtype=torch.long)
+    pos = torch.arange(max_seqlen, device=x.device)
+    valid = pos[None, :] < n[:, None]
+    # Rows past a sequence's end read an appended zero row, so an empty x (total 0) works too.
+    past_end = torch.full_like(valid, x.shape[0], dtype=torch.long)
+    index = torch.where(valid, starts[:, None] + pos[None, :], past_end)
+    extended = torch.cat([x, x.new_zeros((1, *x.shape[1:]))])
+    padded = extended[index]  # [batch, max_seqlen, heads, *rest]
+    return padded.transpose(1, 2), valid
+
+
+def unpad(padded: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``padded [batch, heads, max_seqlen, *rest]`` back to ``[total, heads, *rest]``, keeping the rows
+    ``valid`` marks (in sequence order, as they were packed). Differentiable."""
+    return padded.transpose(1, 2)[valid]
+
+
+def varlen_mask(
+    cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+    is_causal: bool = False,
+) -> torch.Tensor:
+    """``[batch, 1, max_seqlen_q, max_seqlen_k]`` bool, True where query ``i`` of sequence ``b`` may
+    see key ``j``: ``j < n_k(b)`` and, causal, ``j <= i``; a padded row (``i >= n_q(b)``) sees key 0
+    of its block only, so that no row is fully masked (see the module docstring)."""
+    device = cu_seqlens_q.device
+    n_q = torch.tensor(seqlens(cu_seqlens_q), device=device)
+    n_k = torch.tensor(seqlens(cu_seqlens_k), device=device)
+    i = torch.arange(max_seqlen_q, device=device)[None, :, None]
+    j = torch.arange(max_seqlen_k, device=device)[None, None, :]
+    visible = j < n_k[:, None, None]
+    if is_causal:
+        visible = visible & (j <= i)
+    padded_row = i >= n_q[:, None, None]
+    visible = torch.where(padded_row, j == 0, visible)
+    return visible[:, None]
+
+
+def dense_attention_varlen(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    is_causal: bool = False,
+    *,
+    compute_dtype: torch.dtype | None = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Packed attention computed densely on the padded batch, in ``compute_dtype``.
+
+    Args:
+        q, k, v: ``[total_q, heads, d]``, ``[total_k, heads, d]``, ``[total_k, heads, d]``, any strides.
+        cu_seqlens_q, cu_seqlens_k: ``[batch + 1]`` integer offsets (see the module docstring).
+        is_causal: top-left causal within each sequence.
+        compute_dtype: precision of every operation (``None``: the inputs' own dtype).
+
+    Returns:
+        ``o [total_q, heads, d]`` and ``lse [total_q, heads]``, in ``compute_dtype``;
+        differentiable in q, k, v.
+
+    Raises ``ValueError`` for a sequence with queries and no keys (its rows have nothing to see).
+    """
+    lens_q, lens_k = seqlens(cu_seqlens_q), seqlens(cu_seqlens_k)
+    if any(n_q > 0 and n_k == 0 for n_q, n_k in zip(lens_q, lens_k)):
+        raise ValueError(f"a sequence with queries has no keys: n_q {lens_q}, n_k {lens_k}")
+    if compute_dtype is not None:
+        q, k, v = q.to(compute_dtype), k.to(compute_dtype), v.to(compute_dtype)
+    max_q, max_k = max(lens_q, default=0), max(max(lens_k, default=0), 1)
+    qp, valid_q = pad_packed(q, cu_seqlens_q, max_q)
+    kp, _ = pad_packed(k, cu_seqlens_k, max_k)
+    vp, _ = pad_packed(v, cu_seqlens_k, max_k)
+    hidden = ~varlen_mask(cu_seqlens_q, cu_seqlens_k, max_q, max_k, is_causal).to(q.device)
+    # As oracle.dense.dense_scores and dense_attention, with the varlen mask in place of the causal one.
+    s = torch.matmul(qp, kp.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    s = s.masked_fill(hidden, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.softmax(s, dim=-1)
+    o = torch.matmul(p, vp)
+    return unpad(o, valid_q), unpad(lse, valid_q)

@@ -1,0 +1,291 @@
+"""Checks of packed variable-length batches (``attention_varlen``), for a kernel module that has them.
+
+Each check takes a kernel module and a :class:`~properties.varlen_case.VarlenCase` and raises an
+``AssertionError`` naming the check, the kernel, the case line, the worst element (as sequence,
+head, row within the sequence, column) and the bound; or
+:class:`~properties.kernels.NotApplicable` for a module without ``attention_varlen``. Results are
+compared in the padded form ``[batch, heads, max_len, ...]`` (:func:`oracle.varlen.pad_packed`) so
+that a message locates an element by sequence; positions past a sequence's end are NaN in every
+tensor compared (the error model skips them) or 0 in both (the exact comparisons).
+
+The bounds are the error model's (:mod:`properties.error_model`), with the scores' size
+(``score_magnitude``) taken per sequence on the padded batch: queries and keys of different sequences
+never meet, so their products bound no score.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from oracle.dense import dense_attention
+from oracle.varlen import dense_attention_varlen, pad_packed, seqlens
+from properties import _common
+from properties import error_model as em
+from properties.kernels import require_varlen
+from properties.oracle_agreement import default_device
+from properties.varlen_case import VarlenCase, VarlenInputs
+
+ROWS = ("sequence", "head", "row", "col")
+KEYS = ("sequence", "head", "key", "col")
+LSE_ROWS = ("sequence", "head", "row")
+
+
+def _pad(x: torch.Tensor, cu_seqlens: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+    """Packed ``x [total, heads, ...]`` as ``[batch, heads, max_len, ...]``, ``fill`` past each end."""
+    padded, valid = pad_packed(x.detach(), cu_seqlens, max(seqlens(cu_seqlens)))
+    valid = valid.view(valid.shape[0], 1, valid.shape[1], *(1,) * (padded.dim() - 3))
+    return torch.where(valid, padded, torch.full((), fill, dtype=padded.dtype, device=padded.device))
+
+
+def _scales(x: VarlenInputs, lse64: torch.Tensor | None = None) -> dict[str, float]:
+    """The error model's ``magnitude`` and ``scores`` for the output (or, given ``lse64``, the lse),
+    with the scores' size per sequence (zero padding adds nothing to ``sum |q| |k|``)."""
+    qp, kp = _pad(x.q, x.cu_seqlens_q), _pad(x.k, x.cu_seqlens_k)
+    if lse64 is not None:
+        return em.lse_scales(qp, kp, lse64)
+    return em.output_scales(qp, kp, _pad(x.v, x.cu_seqlens_k))
+
+
+def _forward(kernel: ModuleType, x: VarlenInputs, is_causal: bool, *, leaves=None):
+    """``(o, lse)`` of the packed call (``lse`` None for a module without the lse entry point)."""
+    q, k, v = leaves or x[:3]
+    fn = getattr(kernel, "attention_varlen_with_lse", None)
+    if fn is None:
+        return require_varlen(kernel)(q, k, v, *x[3:], is_causal), None
+    return fn(q, k, v, *x[3:], is_causal)
+
+
+def _run(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, is_causal: bool) -> dict:
+    """Forward and backward of the packed call: ``o, lse, dq, dk, dv`` (``lse`` may be None)."""
+    leaves = [t.detach().requires_grad_() for t in x[:3]]
+    o, lse = _forward(kernel, x, is_causal, leaves=leaves)
+    dq, dk, dv = torch.autograd.grad(o, leaves, do)
+    return {"o": o.detach(), "lse": None if lse is None else lse.detach(), "dq": dq, "dk": dk, "dv": dv}
+
+
+def _check_shapes(o: torch.Tensor, lse: torch.Tensor | None, q: torch.Tensor, context: str) -> None:
+    if o.shape != q.shape or o.dtype != q.dtype:
+        raise AssertionError(f"output o: {context}: shape {tuple(o.shape)} {o.dtype}, expected "
+                             f"{tuple(q.shape)} {q.dtype} (bound: the contract's shape and dtype)")
+    if lse is not None and (lse.shape != q.shape[:-1] or lse.dtype != torch.float32):
+        raise AssertionError(f"log-sum-exp: {context}: shape {tuple(lse.shape)} {lse.dtype}, expected "
+                             f"{tuple(q.shape[:-1])} torch.float32 (bound: the contract's shape and dtype)")
+
+
+def _unseen_keys(case: VarlenCase, device) -> torch.Tensor:
+    """``[total_k]`` bool: keys that no query sees (every key of a sequence without queries; causal,
+    the keys ``j >= n_q`` of a sequence)."""
+    unseen = []
+    for n_q, n_k in zip(case.seqlens_q, case.seqlens_k):
+        seen = min(n_q, n_k) if case.is_causal else (n_k if n_q else 0)
+        unseen += [False] * seen + [True] * (n_k - seen)
+    return torch.tensor(unseen, dtype=torch.bool, device=device)
+
+
+def check_varlen_matches_oracle(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """The packed output ``o`` (and ``lse``, where the module has ``attention_varlen_with_lse``) is
+    within the error model of the padded float64 oracle, :func:`oracle.varlen.dense_attention_varlen`.
+
+    Catches a wrong mask between sequences: a sequence that sees one key past its end (its
+    neighbour's first), a causal diagonal offset by the sequence's start, an lse written to another
+    sequence's rows, or a varlen path that ignores a stride.
+    """
+    require_varlen(kernel)
+    ctx = _common.context("check_varlen_matches_oracle", kernel, case)
+    x = case.make_qkv(device or default_device())
+    with torch.no_grad():
+        o, lse = _forward(kernel, x, case.is_causal)
+        o64, lse64 = dense_attention_varlen(*x[:5], case.is_causal)
+        o_ref, lse_ref = dense_attention_varlen(*x[:5], case.is_causal, compute_dtype=None)
+    _check_shapes(o, lse, x.q, ctx)
+    cu_q = x.cu_seqlens_q
+    nan = float("nan")
+    em.assert_within_error_model(
+        em.OUTPUT, _pad(o, cu_q, nan), _pad(o64, cu_q, nan), _pad(o_ref, cu_q, nan), dtype=x.q.dtype,
+        **_scales(x), context=ctx, axes=ROWS,
+    )
+    if lse is not None:
+        em.assert_within_error_model(
+            em.LSE, _pad(lse, cu_q, nan), _pad(lse64, cu_q, nan), _pad(lse_ref, cu_q, nan),
+            dtype=x.q.dtype, **_scales(x, _pad(lse64, cu_q)), context=ctx, axes=LSE_ROWS,
+        )
+
+
+def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """``dq, dk, dv`` of the packed call for a random upstream gradient are within the error model
+    of the padded oracle's autograd; and keys that no query sees (every key of a sequence without
+    queries; causal, keys ``j >= n_q``) get ``dk = dv = 0`` exactly: no term reaches them.
+
+    Catches a backward whose mask differs from its forward's (gradient sent to the next sequence's
+    first key), offsets of the wrong tensor, and ``dk``/``dv`` left unwritten (``torch.empty``) for
+    key tiles no query tile visits.
+    """
+    attention_varlen = require_varlen(kernel)
+    ctx = _common.context("check_varlen_gradients_match_oracle", kernel, case)
+    x = case.make_qkv(device or default_device())
+    do = case.make_grad_out(x.q.device)
+    cu = x[3:5]
+
+    def grads(fn, dtype):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in x[:3]]
+        out = fn(*leaves)
+        return torch.autograd.grad(out, leaves, do.to(out.dtype))
+
+    got = grads(lambda q, k, v: attention_varlen(q, k, v, *x[3:], case.is_causal), None)
+    want = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal)[0], torch.float64)
+    ref = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, compute_dtype=None)[0], None)
+    magnitudes = em.gradient_magnitudes(*x[:3], do, want)
+    scores = _scales(x)["scores"]
+    nan = float("nan")
+    for name, g, g64, g_ref, magnitude, c, axes in zip(
+        ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS)
+    ):
+        if g.shape != g64.shape:
+            raise AssertionError(f"gradient {name}: {ctx}: shape {tuple(g.shape)}, expected "
+                                 f"{tuple(g64.shape)}")
+        em.assert_within_error_model(
+            em.Quantity(f"gradient {name}", em.GRADIENT.factor), _pad(g, c, nan), _pad(g64, c, nan),
+            _pad(g_ref, c, nan), dtype=x.q.dtype, magnitude=magnitude, scores=scores, context=ctx,
+            axes=axes,
+        )
+    unseen = _unseen_keys(case, x.q.device)[:, None, None]
+    for name, g in (("dk", got[1]), ("dv", got[2])):
+        at_unseen = torch.where(unseen, g, torch.zeros_like(g))
+        em.assert_bit_equal(f"{name} is 0 at keys no query sees", _pad(at_unseen, cu[1]),
+                            _pad(torch.zeros_like(g), cu[1]), context=ctx, axes=KEYS)
+
+
+def _sequences_to_change(case: VarlenCase) -> list[int]:
+    """The first, a middle and the last sequence."""
+    return sorted({0, case.batch // 2, case.batch - 1})
+
+
+def check_varlen_no_leakage(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """Changing every input of one sequence (its q, k, v rows and its upstream gradient rows) leaves
+    every other sequence's ``o``, ``lse``, ``dq``, ``dk`` and ``dv`` unchanged, bit for bit; tried
+    for the first, a middle and the last sequence. A case of one sequence is checked next to a copy
+    of its lengths (the message shows that case).
+
+    Exact: another sequence's keys are masked out (probability ``exp(-inf) = 0``, adding exactly 0),
+    and nothing else about them may reach this sequence. Catches reads across a sequence boundary
+    that the oracle check may miss (a neighbour's key that happens to score low, a tile of the
+    neighbour loaded but masked late, gradients accumulated into the next sequence's ``dk``).
+    """
+    require_varlen(kernel)
+    if case.batch == 1:
+        case = case.replace(seqlens_q=case.seqlens_q * 2, seqlens_k=case.seqlens_k * 2)
+    device = device or default_device()
+    ctx = _common.context("check_varlen_no_leakage", kernel, case)
+    x = case.make_qkv(device)
+    cu_q, cu_k = case.offsets()
+    base = _run(kernel, x, case.make_grad_out(device), case.is_causal)
+    original = case.draw()
+    fresh = case.replace(seed=case.seed + 104729).draw()  # other values, in the case's own regime
+    for b in _sequences_to_change(case):
+        rows = {"q": slice(cu_q[b], cu_q[b + 1]), "k": slice(cu_k[b], cu_k[b + 1])}
+        changed = []
+        for name, t, new in zip(("q", "k", "v", "do"), original, fresh):
+            t = t.clone()
+            side = "k" if name in ("k", "v") else "q"
+            t[rows[side]] = new[rows[side]]
+            changed.append(case.place(t, name, device))
+        other = _run(kernel, VarlenInputs(*changed[:3], *x[3:]), changed[3], case.is_causal)
+        for name, want in base.items():
+            if want is None:
+                continue
+            side, axes = _SIDE[name]
+            cu = x.cu_seqlens_k if side == "k" else x.cu_seqlens_q
+            mine = torch.zeros(want.shape[0], dtype=torch.bool, device=want.device)
+            mine[rows[side]] = True
+            mine = mine.view(-1, *(1,) * (want.dim() - 1))
+            # Sequence b's own rows may change; they are copied from the first run. A NaN in both
+            # runs is the same result here (the oracle checks report NaN), so both become 0.
+            got = torch.where(mine, want, other[name])
+            same_nan = got.isnan() & want.isnan()
+            got, want = (torch.where(same_nan, torch.zeros_like(t), t) for t in (got, want))
+            em.assert_bit_equal(
+                f"{name} of the other sequences (after changing every input of sequence {b})",
+                _pad(got, cu), _pad(want, cu), context=ctx, axes=axes,
+            )
+
+
+_SIDE = {"o": ("q", ROWS), "lse": ("q", LSE_ROWS), "dq": ("q", ROWS), "dk": ("k", KEYS), "dv": ("k", KEYS)}
+"""Per result: whether its rows are queries or keys, and the axes of its padded form."""
+
+
+def _gradient_bounds(q, k, v, do, is_causal: bool) -> list[tuple[float, str]]:
+    """The error model's bounds on ``dq, dk, dv`` of one dense call (as the oracle check makes them)."""
+
+    def grads(dtype, compute_dtype):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
+        out = dense_attention(*leaves, is_causal, compute_dtype=compute_dtype)[0]
+        return torch.autograd.grad(out, leaves, do.to(out.dtype))
+
+    want, ref = grads(torch.float64, torch.float64), grads(None, None)
+    scores = em.score_magnitude(q, k)
+    return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=scores)
+            for g_ref, g64, m in zip(ref, want, em.gradient_magnitudes(q, k, v, do, want))]
+
+
+def check_varlen_matches_separate(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """Each sequence computed alone through the module's dense ``attention`` (``attention_with_lse``
+    where it has one), on ``[heads, n, d]`` views of the packed tensors, equals its rows of the packed
+    call: ``o``, ``lse``, ``dq``, ``dk`` and ``dv``. Bit for bit for a module that declares
+    ``BATCH_INVARIANT = True`` (both paths run the same per-sequence programs); else within twice
+    the sequence's error-model bound (both calls carry error). Sequences without queries are skipped
+    (the dense API takes no empty call).
+
+    Catches a varlen path that differs from the dense one, even where both stay within the error
+    model: key tiles cut at other places (aligned to the packed rows, not to the sequence's start),
+    a causal diagonal placed with another tensor's offset, an lse or gradient of another sequence.
+    """
+    require_varlen(kernel)
+    device = device or default_device()
+    ctx = _common.context("check_varlen_matches_separate", kernel, case)
+    x = case.make_qkv(device)
+    do = case.make_grad_out(device)
+    packed = _run(kernel, x, do, case.is_causal)
+    exact = getattr(kernel, "BATCH_INVARIANT", False)
+    cu_q, cu_k = case.offsets()
+    for b, (n_q, n_k) in enumerate(zip(case.seqlens_q, case.seqlens_k)):
+        if n_q == 0:
+            continue
+        rows_q, rows_k = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        alone = [t.detach()[rows].transpose(0, 1).requires_grad_()
+                 for t, rows in zip(x[:3], (rows_q, rows_k, rows_k))]
+        do_b = do[rows_q].transpose(0, 1)
+        fn = getattr(kernel, "attention_with_lse", None)
+        o, lse = fn(*alone, case.is_causal) if fn else (kernel.attention(*alone, case.is_causal), None)
+        grads = torch.autograd.grad(o, alone, do_b)
+        mine = {"o": (o.detach(), rows_q), "lse": (lse, rows_q), "dq": (grads[0], rows_q),
+                "dk": (grads[1], rows_k), "dv": (grads[2], rows_k)}
+        bounds = {} if exact else _separate_bounds(*(t.detach() for t in alone), do_b, case.is_causal)
+        for name, (got, rows) in mine.items():
+            if got is None or packed[name] is None:
+                continue
+            want = packed[name][rows].transpose(0, 1)
+            where = f"{name} of sequence {b} (n_q={n_q}, n_k={n_k}) alone vs packed"
+            axes = _SIDE[name][1][1:]  # [heads, n, ...]: no sequence axis
+            if exact:
+                em.assert_bit_equal(where, got.detach(), want, context=ctx, axes=axes)
+                continue
+            bound, how = bounds[name]
+            em.assert_within_bound(where, got.detach(), want, em.two_sided_bound(bound, bound),
+                                   f"twice the sequence's bound, {how}", context=ctx, axes=axes)
+
+
+def _separate_bounds(q, k, v, do, is_causal: bool) -> dict[str, tuple[float, str]]:
+    """Per quantity, the error model's bound for one sequence computed densely."""
+    bounds = {"o": _common.output_bound(q, k, v, is_causal), "lse": _common.lse_bound(q, k, is_causal)}
+    return {**bounds, **dict(zip(("dq", "dk", "dv"), _gradient_bounds(q, k, v, do, is_causal)))}
+
+
+VARLEN_CHECKS = (
+    check_varlen_matches_oracle,
+    check_varlen_gradients_match_oracle,
+    check_varlen_no_leakage,
+    check_varlen_matches_separate,
+)
+"""Every check of packed variable-length batches, in the order reports list them."""
