@@ -1,0 +1,158 @@
+"""CPU tests of the benchmark tooling: grids, FLOPs, memory estimates, gate, report and plot.
+
+They run on synthetic runs laid out as pytest-benchmark writes them (the fields
+:mod:`benchmarks.runs` reads), so no GPU and no timing is involved: ``python -m pytest benchmarks``
+runs these on any machine and skips the GPU benchmarks with their reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import gate, plot, report
+from benchmarks.backends import ATTENTION_BACKENDS, dense_memory_reason
+from benchmarks.runs import RunError, load
+from benchmarks.shapes import Shape, attention_grid, baseline_grid, shape
+
+# TFLOP/s of each backend in the synthetic runs (roughly an H100's order of magnitude).
+SPEED = {"kernel": 300.0, "sdpa_flash": 350.0, "sdpa_cudnn": 450.0, "dense": 80.0}
+
+
+def fake_run(path: Path, *, grid: str = "quick", kernel_module: str = "flash", backends=ATTENTION_BACKENDS,
+             slowdown: dict[str, float] | None = None, shapes: list[Shape] | None = None) -> Path:
+    """A pytest-benchmark JSON of ``test_attention_speed.py``; ``slowdown`` multiplies times per backend."""
+    slowdown = slowdown or {}
+    benchmarks = []
+    for s in shapes or attention_grid(grid):
+        for pass_, func in (("fwd", "test_forward"), ("fwd+bwd", "test_forward_backward")):
+            for backend in backends:
+                flops = s.flops(pass_)
+                median = flops / (SPEED[backend] * 1e12) * slowdown.get(backend, 1.0)
+                info = {"backend": backend, "pass": pass_, "dtype": s.dtype, "head_dim": s.head_dim,
+                        "seq_len": s.seq_len, "batch": s.batch, "heads": s.heads, "causal": s.causal,
+                        "flops": flops, "device": "NVIDIA H100 80GB HBM3", "median_ms": median * 1e3,
+                        "tflops": flops / median / 1e12}
+                if backend == "kernel":
+                    info["kernel_module"] = kernel_module
+                name = f"{func}[{s.id}-{backend}]"
+                benchmarks.append({
+                    "group": s.group(pass_), "name": name,
+                    "fullname": f"benchmarks/test_attention_speed.py::{name}",
+                    "params": {"shape": s.id, "backend": backend}, "param": f"{s.id}-{backend}",
+                    "extra_info": info, "options": {"timer": "perf_counter"},
+                    "stats": {"min": median * 0.98, "max": median * 1.05, "mean": median, "median": median,
+                              "stddev": median * 0.01, "rounds": 10, "iterations": 3, "ops": 1 / median,
+                              "data": [median] * 10},
+                })
+    data = {"machine_info": {"node": "h100", "flash_bench": {"gpu": "NVIDIA H100 80GB HBM3",
+                                                             "torch": "2.11", "triton": "3.6.0"}},
+            "commit_info": {}, "benchmarks": benchmarks, "datetime": "2026-11-29T00:00:00+00:00",
+            "version": "5.3.1"}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_grids():
+    quick, full = attention_grid("quick"), attention_grid("full")
+    assert len(quick) == 24 and len(full) == 112
+    for grid in (quick, full, baseline_grid("quick")):
+        assert len({s.id for s in grid}) == len(grid)
+        assert all(Shape.parse(s.id) == s for s in grid)
+        assert all(s.heads * s.head_dim == 2048 and s.batch >= 1 for s in grid)
+    assert {(s.seq_len, s.batch) for s in quick} == {(1024, 16), (4096, 4), (16384, 1)}
+    assert set(baseline_grid("quick")) <= set(quick)
+
+
+def test_flops():
+    s = Shape("bfloat16", 64, 1024, 2, 3, False)
+    assert s.flops("fwd") == 4 * 2 * 3 * 1024**2 * 64
+    assert s.flops("fwd+bwd") == 3.5 * s.flops("fwd")
+    assert Shape("bfloat16", 64, 1024, 2, 3, True).flops("fwd") == s.flops("fwd") / 2
+
+
+def test_dense_memory_reason():
+    # batch 4 x 16 heads at 16k: one bf16 score matrix alone is 32 GiB.
+    big = Shape("bfloat16", 128, 16384, 4, 16, False)
+    reason = dense_memory_reason(big, "fwd+bwd", 79 * 2**30)
+    assert reason and "32.0 GiB each" in reason and "79 GiB free" in reason
+    # The quick grid's longest shapes fit on an 80 GB card.
+    for s in attention_grid("quick"):
+        assert dense_memory_reason(s, "fwd+bwd", 79 * 2**30) is None
+
+
+def test_load_rejects_what_is_not_a_run(tmp_path):
+    (tmp_path / "x.json").write_text("[1, 2]")
+    with pytest.raises(RunError, match="not a pytest-benchmark JSON"):
+        load(tmp_path / "x.json")
+    assert gate.main(["check", str(tmp_path / "x.json"), "--baseline", str(tmp_path / "x.json")]) == 2
+
+
+def test_record_writes_the_whole_run_and_a_kernel_only_file(tmp_path):
+    run = fake_run(tmp_path / "run.json")
+    assert gate.main(["record", str(run), "--out", str(tmp_path / "base" / "h100.json")]) == 0
+    whole = json.loads((tmp_path / "base" / "h100.json").read_text())
+    kernel = json.loads((tmp_path / "base" / "h100.kernel.json").read_text())
+    assert len(whole["benchmarks"]) == 24 * 2 * 4
+    assert len(kernel["benchmarks"]) == 24 * 2
+    assert {b["extra_info"]["backend"] for b in kernel["benchmarks"]} == {"kernel"}
+
+
+@pytest.mark.parametrize(
+    ("slowdown", "expected"),
+    [
+        ({}, 0),  # the same numbers
+        ({"kernel": 1.35, "sdpa_flash": 1.35, "sdpa_cudnn": 1.35, "dense": 1.35}, 0),  # the GPU drifted
+        ({"sdpa_flash": 0.95}, 0),  # SDPA 5% faster this run: kernel/SDPA +5%, within both limits
+        ({"sdpa_flash": 0.85}, 1),  # SDPA 15% faster (a new PyTorch?): the ratio moved; re-record
+        ({"kernel": 1.15}, 1),  # 15% slower everywhere: over the geometric-mean limit (10%)
+        ({"kernel": 4.0}, 1),  # the slowed kernel
+    ],
+)
+def test_gate_check(tmp_path, slowdown, expected):
+    base = fake_run(tmp_path / "base.json")
+    run = fake_run(tmp_path / "run.json", slowdown=slowdown, backends=("kernel", "sdpa_flash"))
+    assert gate.main(["check", str(run), "--baseline", str(base)]) == expected
+
+
+def test_gate_fails_one_slow_shape(tmp_path, capsys):
+    base = fake_run(tmp_path / "base.json")
+    quick = attention_grid("quick")
+    one = quick[5]
+    run = tmp_path / "run.json"
+    data = json.loads(fake_run(run).read_text())
+    for b in data["benchmarks"]:
+        if b["extra_info"]["backend"] == "kernel" and b["params"]["shape"] == one.id:
+            b["stats"]["median"] *= 1.3
+    run.write_text(json.dumps(data))
+    assert gate.main(["check", str(run), "--baseline", str(base)]) == 1
+    assert f"{one.id}: kernel/sdpa_flash" in capsys.readouterr().err
+
+
+def test_gate_fails_when_nothing_is_compared(tmp_path):
+    base = fake_run(tmp_path / "base.json", backends=("kernel", "sdpa_cudnn"))
+    run = fake_run(tmp_path / "run.json", backends=("kernel", "sdpa_flash"))
+    assert gate.main(["check", str(run), "--baseline", str(base)]) == 2
+
+
+def test_report(tmp_path, capsys):
+    run = fake_run(tmp_path / "run.json", kernel_module="benchmarks.slowed")
+    assert report.main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "kernel benchmarks.slowed" in out and "### fwd+bwd" in out
+    row = next(line for line in out.splitlines() if line.startswith("| bf16 | 64 | 1024 | 16 | 32 | no |"))
+    # kernel, sdpa_flash, sdpa_cudnn, dense, kernel/flash, kernel/cudnn
+    assert row.split("|")[7:13] == [" 300.0 ", " 350.0 ", " 450.0 ", " 80.0 ", " 0.86 ", " 0.67 "]
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    shapes = [shape("bfloat16", 64, n, c, tokens=t) for n in (1023, 4096) for c in (False, True)
+              for t in (16384, 65536)]
+    run = fake_run(tmp_path / "run.json", shapes=shapes)
+    panels = plot.series(load(run))
+    assert len(panels) == 4 and "kernel, 65536 tokens" in panels[("bfloat16", 64, False, "fwd")]
+    out = plot.draw(load(run), tmp_path / "plot.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
