@@ -3,7 +3,7 @@
 
 These test ``flash`` itself (not ``--kernel``): the messages are this project's promise. The
 kernel reads ``cu_seqlens`` on the device and trusts it, so every bad offset must be caught before
-a launch, or it reads out of bounds. Skipped, saying why, while flash has no ``attention_varlen``.
+a launch, or it reads out of bounds.
 """
 
 import pytest
@@ -12,9 +12,7 @@ import torch
 import flash
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-ENTRIES = [name for name in ("attention_varlen", "attention_varlen_with_lse") if hasattr(flash, name)]
-
-pytestmark = pytest.mark.skipif(not ENTRIES, reason="flash has no attention_varlen yet")
+ENTRIES = ["attention_varlen", "attention_varlen_with_lse"]
 
 
 def t(*shape, dtype=torch.float32, device=DEVICE):
@@ -65,17 +63,21 @@ BAD = [
     pytest.param(_with(v=t(6, 2, 8)), ValueError, "head dim", id="head-dim-v"),
     pytest.param(_with(cu_seqlens_k=cu(0, 0, 6), max_seqlen_k=6), ValueError, "sequence 0 has 3 queries and no keys",
                  id="queries-without-keys"),
+    pytest.param(_with(k=t(6, 2, 16, dtype=torch.float16)), TypeError, "share one dtype", id="dtype-k"),
+    pytest.param(_with(v=t(7, 2, 16)), ValueError, "k and v must have the same length", id="length-v"),
+    pytest.param(_with(q=t(0, 2, 16), cu_seqlens_q=cu(0, 0, 0)), ValueError, "q is empty", id="q-empty"),
+    pytest.param(_with(q=t(5, 2, 16).double()), TypeError, "float64", id="q-float64"),
 ]
 
 
 @pytest.mark.parametrize("args, error, message", BAD)
-@pytest.mark.parametrize("entry", ENTRIES or ["attention_varlen"])
+@pytest.mark.parametrize("entry", ENTRIES)
 def test_bad_varlen_input_raises(entry, args, error, message):
     with pytest.raises(error, match=message):
         getattr(flash, entry)(*args, False)
 
 
-@pytest.mark.parametrize("entry", ENTRIES or ["attention_varlen"])
+@pytest.mark.parametrize("entry", ENTRIES)
 def test_good_input_and_empty_query_sequence_are_accepted(entry):
     """The arguments the table above breaks are themselves valid, and so is a sequence with keys
     and no queries (it produces nothing)."""
@@ -93,3 +95,11 @@ def test_cu_seqlens_on_another_device(name):
     offsets = {"cu_seqlens_q": CU_Q, "cu_seqlens_k": CU_K}[name]
     with pytest.raises(ValueError, match=f"{name} is on {OTHER_DEVICE}"):
         flash.attention_varlen(*_with(**{name: offsets.to(OTHER_DEVICE)}), False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cu_seqlens_q", "cu_seqlens_k"])
+def test_cu_seqlens_on_another_device_is_rejected(name):
+    args = _with(**{name: cu(*GOOD[3 if name == "cu_seqlens_q" else 4].tolist(), device="cpu")})
+    with pytest.raises(ValueError, match=f"{name} is on cpu, but q is on cuda"):
+        flash.attention_varlen(*args, False)
