@@ -23,13 +23,9 @@ from properties.kernels import DEFAULT_KERNEL
 
 def _checks(names: list[str] | None, case=None):
     """The checks named (default: every one), or those that take ``case``'s kind of line."""
-    from properties import ALL_CHECKS
-    from properties.varlen import VARLEN_CHECKS
-    from properties.varlen_case import VarlenCase
+    from properties import EVERY_CHECK, checks_for
 
-    every = ALL_CHECKS + VARLEN_CHECKS
-    if case is not None:
-        every = VARLEN_CHECKS if isinstance(case, VarlenCase) else ALL_CHECKS
+    every = EVERY_CHECK if case is None else checks_for(case)
     by_name = {check.__name__: check for check in every}
     if not names:
         return list(every)
@@ -105,7 +101,7 @@ def cmd_replay(args) -> int:
 
     from fuzz import profiles
     from fuzz.engine import stored_cases
-    from fuzz.runner import Checker
+    from fuzz.isolation import IsolatedChecker
     from fuzz.strategies import SIZES
 
     db_dir = args.db or profiles.database_dir()
@@ -114,7 +110,7 @@ def cmd_replay(args) -> int:
     on_gpu = torch.cuda.is_available()
     found = failing = 0
     print(f"replaying the failures saved in {db_dir} against kernel {args.kernel}", flush=True)
-    with Checker(args.kernel, case_timeout=args.case_timeout) as checker:
+    with IsolatedChecker(args.kernel, case_timeout=args.case_timeout) as checker:
         for check in checks:
             for size in SIZES.values():
                 cases = stored_cases(check.__name__, size, database)

@@ -68,11 +68,9 @@ def check_names(entry: Entry) -> list[str]:
     ``VarlenCase``)."""
     if entry.check != ALL:
         return [entry.check]
-    from properties import ALL_CHECKS
-    from properties.varlen import VARLEN_CHECKS
+    from properties import checks_for
 
-    checks = VARLEN_CHECKS if isinstance(entry.case, VarlenCase) else ALL_CHECKS
-    return [check.__name__ for check in checks]
+    return [check.__name__ for check in checks_for(entry.case)]
 
 
 def append(case: Case | VarlenCase, *, check: str = ALL, comment: str = "", path: Path | None = None) -> bool:

@@ -61,15 +61,14 @@ def run_check(check, kernel, case) -> tuple[Verdict, bool]:
 def _serve(conn, kernel_name: str) -> None:
     """The worker's loop: receive ``(check_name, case_line)``, send back ``(status, message)``.
 
-    A case line is a ``Case(...)`` or a ``VarlenCase(...)`` line; a check is any of ``ALL_CHECKS``
-    and ``VARLEN_CHECKS``."""
+    A case line is a ``Case(...)`` or a ``VarlenCase(...)`` line; a check is any of ``EVERY_CHECK``."""
     import torch
 
-    from properties import ALL_CHECKS, VARLEN_CHECKS, load_kernel
+    from properties import EVERY_CHECK, load_kernel
     from properties.varlen_case import parse_case
 
     kernel = load_kernel(kernel_name)
-    checks = {check.__name__: check for check in ALL_CHECKS + VARLEN_CHECKS}
+    checks = {check.__name__: check for check in EVERY_CHECK}
     on_gpu = torch.cuda.is_available()
     conn.send(("ready", ""))
     while True:

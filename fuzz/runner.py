@@ -1,14 +1,14 @@
 """``fuzz run``: every check against one kernel, for a wall-clock budget, with crash isolation.
 
-The budget is split across the checks named (by default every check in
-:data:`properties.ALL_CHECKS` and :data:`properties.varlen.VARLEN_CHECKS`, whatever they hold when
-the run starts): each check gets ``time left / checks left``, so time a check does not use goes to
-the next. Hypothesis drives the search and the shrinking in this process; the kernel runs in a
-:class:`Checker` worker (an :class:`~fuzz.isolation.IsolatedChecker`), so a crash or hang is that
-case's failure and is shrunk and saved like any other. Shrinking a failure may run past the
-check's share, up to ``shrink_budget`` seconds more. If every check finishes its examples early
-(the profile's ``max_examples``), the run goes round again with fresh random draws until the
-budget is spent, unless the profile is derandomized.
+The budget is split across the checks named (by default every check in :data:`properties.ALL_CHECKS`
+and :data:`properties.varlen.VARLEN_CHECKS`, whatever they hold when the run starts): each check
+gets ``time left / checks left``, so time a check does not use goes to the next. Hypothesis drives
+the search and the shrinking in this process; the kernel runs in an
+:class:`~fuzz.isolation.IsolatedChecker` worker, so a crash or hang is that case's failure and is
+shrunk and saved like any other. Shrinking a failure may run past the check's share, up to
+``shrink_budget`` seconds more. If every check finishes its examples early (the profile's
+``max_examples``), the run goes round again with fresh random draws until the budget is spent,
+unless the profile is derandomized.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fuzz.strategies import Size
 from properties.case import Case
 from properties.varlen_case import VarlenCase
 
-__all__ = ["CheckResult", "Checker", "Progress", "fuzz_checks"]
+__all__ = ["CheckResult", "Progress", "fuzz_checks"]
 
 
 class _BudgetSpent(BaseException):
@@ -153,7 +153,7 @@ def fuzz_checks(
     results = {name: CheckResult(name) for name in check_names}
     deadline = time.monotonic() + budget
     pending = list(check_names)
-    with Checker(kernel_name, case_timeout=case_timeout) as checker:
+    with IsolatedChecker(kernel_name, case_timeout=case_timeout) as checker:
         round_no = 0
         while pending and time.monotonic() < deadline:
             finished_early = []
@@ -214,7 +214,3 @@ def _fuzz_one(name, checker, result, *, share, size, base, shrink_budget, random
     result.seconds += time.monotonic() - start
     progress.finish(result)
     return spent
-
-
-Checker = IsolatedChecker
-"""The isolated worker that runs every check, dense and varlen (kept as the name callers use)."""

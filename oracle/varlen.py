@@ -7,9 +7,9 @@ sequence (query ``i`` of a sequence sees its key ``j`` iff ``j <= i``).
 
 The oracle does not loop over sequences: it pads the batch to ``[batch, heads, max_len, d]``
 (:func:`pad_packed`), computes dense attention with a key-padding mask and the per-sequence causal
-mask (:func:`varlen_mask`), and unpacks (:func:`unpad`). It uses the formula and the order of
-operations of :func:`oracle.dense.dense_attention`, so with ``compute_dtype=None`` it is the
-same-dtype reference the error model needs, as the dense one is.
+mask (:func:`varlen_mask`), and unpacks (:func:`unpad`). It is :func:`oracle.dense.dense_attention`
+on the padded batch with that mask, so with ``compute_dtype=None`` it is the same-dtype reference
+the error model needs, as the dense one is.
 
 Padded query rows would see no key at all, and a fully masked row is NaN; a NaN there is dropped
 from the output by :func:`unpad`, but its gradient is not: ``0 * NaN`` is NaN and reaches every
@@ -19,9 +19,9 @@ instead; its output is dropped, its upstream gradient is exactly 0, and so is wh
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from oracle.dense import dense_attention
 
 
 def seqlens(cu_seqlens: torch.Tensor) -> list[int]:
@@ -110,17 +110,11 @@ def dense_attention_varlen(
     lens_q, lens_k = seqlens(cu_seqlens_q), seqlens(cu_seqlens_k)
     if any(n_q > 0 and n_k == 0 for n_q, n_k in zip(lens_q, lens_k)):
         raise ValueError(f"a sequence with queries has no keys: n_q {lens_q}, n_k {lens_k}")
-    if compute_dtype is not None:
-        q, k, v = q.to(compute_dtype), k.to(compute_dtype), v.to(compute_dtype)
     max_q, max_k = max(lens_q, default=0), max(max(lens_k, default=0), 1)
     qp, valid_q = pad_packed(q, cu_seqlens_q, max_q)
     kp, _ = pad_packed(k, cu_seqlens_k, max_k)
     vp, _ = pad_packed(v, cu_seqlens_k, max_k)
     hidden = ~varlen_mask(cu_seqlens_q, cu_seqlens_k, max_q, max_k, is_causal).to(q.device)
-    # As oracle.dense.dense_scores and dense_attention, with the varlen mask in place of the causal one.
-    s = torch.matmul(qp, kp.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-    s = s.masked_fill(hidden, float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    p = torch.softmax(s, dim=-1)
-    o = torch.matmul(p, vp)
+    # The dense oracle itself, with the varlen mask in place of the causal one.
+    o, lse = dense_attention(qp, kp, vp, compute_dtype=compute_dtype, hidden=hidden)
     return unpad(o, valid_q), unpad(lse, valid_q)

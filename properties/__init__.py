@@ -62,13 +62,24 @@ ALL_CHECKS = ORACLE_CHECKS + INVARIANT_CHECKS
 (variable-length) batches take a :class:`VarlenCase` instead and are :data:`VARLEN_CHECKS`
 (``properties/varlen.py``), not in here."""
 
+EVERY_CHECK = ALL_CHECKS + VARLEN_CHECKS
+"""Every check, of cases and of packed batches: what the fuzzer and the corpus can name."""
+
+
+def checks_for(case: Case | VarlenCase) -> tuple:
+    """The checks that take ``case``'s kind: :data:`VARLEN_CHECKS` or :data:`ALL_CHECKS`."""
+    return VARLEN_CHECKS if isinstance(case, VarlenCase) else ALL_CHECKS
+
+
 __all__ = [
     "ALL_CHECKS",
+    "EVERY_CHECK",
     "INVARIANT_CHECKS",
     "ORACLE_CHECKS",
     "VARLEN_CHECKS",
     "Case",
     "VarlenCase",
+    "checks_for",
     "NotApplicable",
     "default_device",
     "load_kernel",

@@ -39,29 +39,25 @@ def _seconds() -> float | None:
     return profiles.test_seconds(tests=len(CHECKS) + len(VARLEN))
 
 
-def _replay_note(case, check, kernel) -> None:
-    note(f'replay: python -m fuzz repro "{case}" --check {check.__name__} --kernel {kernel.__name__}')
+def _fuzz(kernel, check, size) -> None:
+    """Fuzz ``check`` against ``kernel`` on cases of ``size``; each case notes how to replay it."""
+    @fuzz_given(check.__name__, size=size, seconds=_seconds())
+    def fuzz(case):
+        note(f'replay: python -m fuzz repro "{case}" --check {check.__name__} --kernel {kernel.__name__}')
+        run_check(check, kernel, case)
+
+    fuzz()
 
 
 @pytest.mark.parametrize("check", CHECKS)
 def test_fuzz(kernel, check):
-    @fuzz_given(check.__name__, size=CPU_QUICK, seconds=_seconds())
-    def fuzz(case):
-        _replay_note(case, check, kernel)
-        run_check(check, kernel, case)
-
-    fuzz()
+    _fuzz(kernel, check, CPU_QUICK)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("check", CHECKS)
 def test_fuzz_gpu(kernel, check):
-    @fuzz_given(check.__name__, size=GPU, seconds=_seconds())
-    def fuzz(case):
-        _replay_note(case, check, kernel)
-        run_check(check, kernel, case)
-
-    fuzz()
+    _fuzz(kernel, check, GPU)
 
 
 def _require_varlen(kernel) -> None:
@@ -77,26 +73,14 @@ def test_fuzz_varlen(kernel, check):
     """Packed batches: per-sequence lengths at tile edges, 1, a long one among length-1 ones,
     ``n_q != n_k`` per sequence, now and then a sequence without queries."""
     _require_varlen(kernel)
-
-    @fuzz_given(check.__name__, size=CPU_QUICK, seconds=_seconds())
-    def fuzz(case):
-        _replay_note(case, check, kernel)
-        run_check(check, kernel, case)
-
-    fuzz()
+    _fuzz(kernel, check, CPU_QUICK)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("check", VARLEN)
 def test_fuzz_varlen_gpu(kernel, check):
     _require_varlen(kernel)
-
-    @fuzz_given(check.__name__, size=GPU, seconds=_seconds())
-    def fuzz(case):
-        _replay_note(case, check, kernel)
-        run_check(check, kernel, case)
-
-    fuzz()
+    _fuzz(kernel, check, GPU)
 
 
 # -- the fuzzer itself: no kernel calls below --

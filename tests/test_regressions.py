@@ -9,10 +9,10 @@ run, whatever becomes of the fuzz tests.
 import pytest
 
 from fuzz import corpus
-from properties import ALL_CHECKS, VARLEN_CHECKS
+from properties import EVERY_CHECK
 from tests.helpers import run_check
 
-_BY_NAME = {check.__name__: check for check in ALL_CHECKS + VARLEN_CHECKS}
+_BY_NAME = {check.__name__: check for check in EVERY_CHECK}
 
 
 def _params():

@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.sanitize.cases import add_case_arguments
 from tests.sanitize.report import SanitizerReport, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -263,14 +264,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m tests.sanitize",
         description="Run a kernel module on the regression corpus and a fuzz sample under "
                     "compute-sanitizer memcheck; fail on any memory error.")
-    parser.add_argument("--kernel", default="flash", help="kernel module (default flash)")
-    parser.add_argument("--sample", type=int, default=16, help="fuzz cases to draw (default 16)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fuzz sample (default 0)")
-    parser.add_argument("--size", choices=("gpu", "cpu", "cpu-quick"), default="gpu",
-                        help="the fuzz sample's dtypes, as fuzz.strategies.SIZES: gpu adds bfloat16 "
-                             "(default gpu)")
-    parser.add_argument("--no-corpus", action="store_true", help="leave out the regression corpus")
-    parser.add_argument("--no-edge", action="store_true", help="leave out the exactly-sized edge cases")
+    add_case_arguments(parser)
     parser.add_argument("--sanitizer", metavar="PATH",
                         help=f"compute-sanitizer executable (default: ${SANITIZER_ENV}, PATH, "
                              "$CUDA_HOME/bin, /usr/local/cuda/bin, ...)")

@@ -207,11 +207,9 @@ DONE = "SANITIZE-CASES done"
 """The start of the last line of a run that got through every case it was given."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.sanitize.cases",
-        description="Run a kernel module's forward and backward on the memory-safety gate's cases "
-                    "(normally started by `python -m tests.sanitize`, under compute-sanitizer).")
+def add_case_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the cases (kernel, sample, seed, size, corpus, edge), shared by this
+    child and the driver (``python -m tests.sanitize``), which passes them on."""
     parser.add_argument("--kernel", default="flash", help="kernel module (default flash)")
     parser.add_argument("--sample", type=int, default=16, help="fuzz cases to draw (default 16)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fuzz sample (default 0)")
@@ -220,6 +218,14 @@ def _parser() -> argparse.ArgumentParser:
                              "(default gpu)")
     parser.add_argument("--no-corpus", action="store_true", help="leave out the regression corpus")
     parser.add_argument("--no-edge", action="store_true", help="leave out the exactly-sized edge cases")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.sanitize.cases",
+        description="Run a kernel module's forward and backward on the memory-safety gate's cases "
+                    "(normally started by `python -m tests.sanitize`, under compute-sanitizer).")
+    add_case_arguments(parser)
     parser.add_argument("--shard", default="0/1", metavar="I/N",
                         help="run only cases i with i %% N == I (0-based; default all)")
     parser.add_argument("--list", action="store_true", help="print the case lines and exit")
