@@ -2,7 +2,8 @@
 
 - convex hull: ``o_i = sum_j P_ij v_j`` with ``P_ij >= 0`` summing to 1, so each output element lies
   between the smallest and largest value of its column over the keys row ``i`` sees;
-- a single visible key gets all the weight: ``o_i = v_j``, exactly (``exp(0) = 1`` divided by 1);
+- a single visible key gets all the weight: ``o_i = v_j``, within the error model (not bit-for-bit:
+  see :func:`check_single_key`);
 - identical keys get equal weights: ``o_i`` is the mean of the values row ``i`` sees;
 - large logits: a kernel that subtracts the running max never exponentiates a positive number,
   so scores of 1e4 must give no NaN or inf and still meet the error model.
@@ -48,12 +49,24 @@ def check_convex_hull(kernel: ModuleType, case: Case, device=None) -> None:
 
 
 def check_single_key(kernel: ModuleType, case: Case, device=None) -> None:
-    """With one key, every row returns that key's value row, bit-for-bit."""
+    """With one key, every row returns that key's value row, and its lse is that key's score.
+
+    Within the error model, not bit-for-bit: ``exp(0) / 1`` is exact in our kernel, but a kernel that
+    computes ``exp2(s * c - m * c)`` with a fused multiply-add (as CUDA flash kernels do) gets a weight
+    of 1 +- 1 ulp, and is right. SDPA's float32 backend on an H200 returned such 1-ulp outputs. The
+    same-dtype dense reference is exact here, so the bound is the error model's floor: a few units in
+    the last place, far below what a real bug (a padding key in the softmax, a lost normalizer) gives.
+    """
     case = case.replace(n_k=1)
     q, k, v = case.make_qkv(device or default_device())
     ctx = _common.context("check_single_key", kernel, case)
     o, lse = _common.forward(kernel, q, k, v, case.is_causal)
-    em.assert_bit_equal("a single key returns its value row", o, v.expand(o.shape), context=ctx)
+    with torch.no_grad():
+        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+    em.assert_within_error_model(
+        em.Quantity("a single key returns its value row", em.OUTPUT.factor), o,
+        v.double().expand(o.shape), o_ref, dtype=q.dtype, **em.output_scales(q, k, v), context=ctx,
+    )
     if lse is not None:
         s = dense_scores(q.double(), k.double(), case.is_causal)[..., 0]
         b, how = _common.lse_bound(q, k, case.is_causal)
