@@ -30,6 +30,23 @@ def seqlens(cu_seqlens: torch.Tensor) -> list[int]:
     return [b - a for a, b in zip(cu, cu[1:])]
 
 
+def sequence_rows(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor) -> list[tuple[slice, slice]]:
+    """For each sequence with queries, its rows of the packed q and of the packed k and v.
+
+    For adapters that call a dense kernel once per sequence; a sequence without queries produces
+    nothing and is left out. Raises ``ValueError`` for a sequence with queries and no keys.
+    """
+    cq, ck = [int(x) for x in cu_seqlens_q.tolist()], [int(x) for x in cu_seqlens_k.tolist()]
+    rows = []
+    for b in range(len(cq) - 1):
+        if cq[b + 1] == cq[b]:
+            continue
+        if ck[b + 1] == ck[b]:
+            raise ValueError(f"sequence {b} has {cq[b + 1] - cq[b]} queries and no keys")
+        rows.append((slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])))
+    return rows
+
+
 def pad_packed(
     x: torch.Tensor, cu_seqlens: torch.Tensor, max_seqlen: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

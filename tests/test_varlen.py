@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from oracle.dense import dense_attention
-from oracle.varlen import dense_attention_varlen, varlen_mask
+from oracle.varlen import dense_attention_varlen, sequence_rows, varlen_mask
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_case import VARLEN_LAYOUTS, VarlenCase, parse_case
 from properties.varlen_grids import varlen_cpu_cases, varlen_gpu_cases
@@ -95,3 +95,10 @@ def test_varlen_mask_leaves_no_row_fully_masked():
     assert mask.any(-1).all()
     assert mask[0, 0].tolist() == [[True, False, False], [True, False, False]]  # padded rows: key 0
     assert mask[1, 0].tolist() == [[True, False, False], [True, True, False]]
+
+
+def test_sequence_rows_skips_sequences_without_queries_and_rejects_ones_without_keys():
+    cu_q, cu_k = torch.tensor([0, 2, 2, 5], dtype=torch.int32), torch.tensor([0, 1, 4, 7], dtype=torch.int32)
+    assert sequence_rows(cu_q, cu_k) == [(slice(0, 2), slice(0, 1)), (slice(2, 5), slice(4, 7))]
+    with pytest.raises(ValueError, match="sequence 1 has 3 queries and no keys"):
+        sequence_rows(torch.tensor([0, 2, 5]), torch.tensor([0, 1, 1]))

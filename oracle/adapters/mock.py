@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from oracle.mock import FlashAttentionMock
-from oracle.varlen import seqlens
+from oracle.varlen import sequence_rows
 
 _mock = FlashAttentionMock()
 
@@ -30,14 +30,7 @@ def attention(
 
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal):
     os, lses = [q.new_zeros((0, *q.shape[1:]))], [q.new_zeros((0, q.shape[1]), dtype=torch.float32)]
-    starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
-    for b, (n_q, n_k) in enumerate(zip(seqlens(cu_seqlens_q), seqlens(cu_seqlens_k))):
-        if n_q == 0:
-            continue
-        if n_k == 0:
-            raise ValueError(f"sequence {b} has {n_q} queries and no keys")
-        rows_q = slice(starts_q[b], starts_q[b] + n_q)
-        rows_k = slice(starts_k[b], starts_k[b] + n_k)
+    for rows_q, rows_k in sequence_rows(cu_seqlens_q, cu_seqlens_k):
         o, lse = _mock(q[rows_q].transpose(0, 1), k[rows_k].transpose(0, 1), v[rows_k].transpose(0, 1),
                        is_causal)
         os.append(o.transpose(0, 1))

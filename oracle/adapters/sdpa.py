@@ -27,7 +27,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from oracle.varlen import seqlens
+from oracle.varlen import sequence_rows
 
 # Deterministic mode makes cuBLAS (SDPA's math backend) raise unless its workspace is pinned; the
 # variable must be set before the first cuBLAS call, so at import, and never over a user's choice.
@@ -108,14 +108,7 @@ def attention_varlen(
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
 ) -> torch.Tensor:
     outs = [q.new_zeros((0, *q.shape[1:]))]
-    starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
-    for b, (n_q, n_k) in enumerate(zip(seqlens(cu_seqlens_q), seqlens(cu_seqlens_k))):
-        if n_q == 0:
-            continue
-        if n_k == 0:
-            raise ValueError(f"sequence {b} has {n_q} queries and no keys")
-        rows_q = slice(starts_q[b], starts_q[b] + n_q)
-        rows_k = slice(starts_k[b], starts_k[b] + n_k)
+    for rows_q, rows_k in sequence_rows(cu_seqlens_q, cu_seqlens_k):
         heads_first = (t.transpose(0, 1) for t in (q[rows_q], k[rows_k], v[rows_k]))
         outs.append(_sdpa(*heads_first, is_causal).transpose(0, 1))
     return torch.cat(outs)
