@@ -3,10 +3,10 @@
 It has no ``attention_with_lse`` (SDPA does not return the lse), so tests that need one skip for
 this module and say why. Inputs and the upstream gradient whose data are not 16-byte aligned are
 copied first: see :func:`_aligned` for the SDPA failure that made this necessary. SDPA runs, forward
-and backward, under ``torch.use_deterministic_algorithms(True)``: see :class:`_DeterministicSDPA`. SDPA has
-no packed-sequence API, so ``attention_varlen`` calls it once per sequence (``[heads, n, d]`` views
-of the packed tensors; a sequence with no queries produces nothing) and packs the results; it has no
-``attention_varlen_with_lse`` either.
+and backward, under ``torch.use_deterministic_algorithms(True)``: see :class:`_DeterministicSDPA`.
+SDPA has no packed-sequence API, so ``attention_varlen`` calls it once per sequence
+(``[heads, n, d]`` views of the packed tensors; a sequence with no queries produces nothing) and
+packs the results; it has no ``attention_varlen_with_lse`` either.
 
 Why not one call on the padded batch with the varlen mask as a boolean ``attn_mask``: that is what
 this adapter did first, and a 5-minute ``python -m fuzz run --kernel oracle.adapters.sdpa --profile
@@ -76,10 +76,10 @@ class _DeterministicSDPA(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal, attn_mask):
+    def forward(ctx, q, k, v, is_causal):
         with torch.enable_grad(), _deterministic():
             inputs = [_aligned(t).detach().requires_grad_(t.requires_grad) for t in (q, k, v)]
-            o = F.scaled_dot_product_attention(*inputs, attn_mask=attn_mask, is_causal=is_causal)
+            o = F.scaled_dot_product_attention(*inputs, is_causal=is_causal)
         ctx.graph = (inputs, o)
         return o.detach()
 
@@ -90,17 +90,13 @@ class _DeterministicSDPA(torch.autograd.Function):
         with _deterministic():
             # retain_graph: gradcheck and double calls of backward reuse the recorded call.
             grads = iter(torch.autograd.grad(o, wanted, _aligned(do.contiguous()), retain_graph=True))
-        return (*(next(grads) if t.requires_grad else None for t in inputs), None, None)
-
-
-def _sdpa(q, k, v, is_causal=False, attn_mask=None):
-    return _DeterministicSDPA.apply(q, k, v, is_causal, attn_mask)
+        return (*(next(grads) if t.requires_grad else None for t in inputs), None)
 
 
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
 ) -> torch.Tensor:
-    return _sdpa(q, k, v, is_causal)
+    return _DeterministicSDPA.apply(q, k, v, is_causal)
 
 
 def attention_varlen(
@@ -110,5 +106,5 @@ def attention_varlen(
     outs = [q.new_zeros((0, *q.shape[1:]))]
     for rows_q, rows_k in sequence_rows(cu_seqlens_q, cu_seqlens_k):
         heads_first = (t.transpose(0, 1) for t in (q[rows_q], k[rows_k], v[rows_k]))
-        outs.append(_sdpa(*heads_first, is_causal).transpose(0, 1))
+        outs.append(_DeterministicSDPA.apply(*heads_first, is_causal).transpose(0, 1))
     return torch.cat(outs)
