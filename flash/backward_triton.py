@@ -46,7 +46,7 @@ import triton
 import triton.language as tl
 
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernels are decorated)
-from flash.forward import LOG2E, padded_head_dim, slice_offsets
+from flash.forward import LOG2E, offset_alignment, padded_head_dim, slice_offsets
 
 
 @triton.jit
@@ -87,6 +87,7 @@ def _backward_preprocess_kernel(
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    OFFSET_ALIGN: tl.constexpr,  # divides every slice offset (flash.forward.offset_alignment)
 ):
     # D_i = sum_d do_id * o_id, in float32: the row term of dS = P * (dP - D).
     pid = tl.program_id(0)
@@ -97,10 +98,10 @@ def _backward_preprocess_kernel(
     mask_q = offs_q < n_q
     mask = mask_q[:, None] & (offs_d < HEAD_DIM)[None, :]
     rows = offs_q[:, None].to(tl.int64) + row_q
-    o = tl.load(Out + tl.load(O_OFFSETS + pid_b) + rows * stride_on + offs_d[None, :] * stride_od,
-                mask=mask, other=0.0)
-    do = tl.load(DO + tl.load(DO_OFFSETS + pid_b) + rows * stride_don + offs_d[None, :] * stride_dod,
-                 mask=mask, other=0.0)
+    o_base = Out + tl.multiple_of(tl.load(O_OFFSETS + pid_b), OFFSET_ALIGN)
+    do_base = DO + tl.multiple_of(tl.load(DO_OFFSETS + pid_b), OFFSET_ALIGN)
+    o = tl.load(o_base + rows * stride_on + offs_d[None, :] * stride_od, mask=mask, other=0.0)
+    do = tl.load(do_base + rows * stride_don + offs_d[None, :] * stride_dod, mask=mask, other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
     tl.store(delta_base + offs_q.to(tl.int64) * stride_ln, delta, mask=mask_q)
@@ -123,6 +124,7 @@ def _backward_dkdv_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    OFFSET_ALIGN: tl.constexpr,  # divides every slice offset (flash.forward.offset_alignment)
 ):
     # One program per (key tile, slice[, sequence]); it owns rows [start_k, start_k + BLOCK_K)
     # of dk and dv, so nothing is shared between programs and no atomics are needed. Everything
@@ -133,10 +135,10 @@ def _backward_dkdv_kernel(
     pid_b, row_q, row_k, n_q, n_k = _window(pid // num_k_tiles, CU_Q, CU_K, N_Q, N_K, num_slices,
                                             VARLEN)
 
-    q_base = Q + tl.load(Q_OFFSETS + pid_b) + row_q * stride_qn
-    do_base = DO + tl.load(DO_OFFSETS + pid_b) + row_q * stride_don
-    k_base = K + tl.load(K_OFFSETS + pid_b) + row_k * stride_kn
-    v_base = V + tl.load(V_OFFSETS + pid_b) + row_k * stride_vn
+    q_base = Q + tl.multiple_of(tl.load(Q_OFFSETS + pid_b), OFFSET_ALIGN) + row_q * stride_qn
+    do_base = DO + tl.multiple_of(tl.load(DO_OFFSETS + pid_b), OFFSET_ALIGN) + row_q * stride_don
+    k_base = K + tl.multiple_of(tl.load(K_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_kn
+    v_base = V + tl.multiple_of(tl.load(V_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_vn
     lse_base = LSE + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
     delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
 
@@ -217,6 +219,7 @@ def _backward_dq_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    OFFSET_ALIGN: tl.constexpr,  # divides every slice offset (flash.forward.offset_alignment)
 ):
     # One program per (query tile, slice[, sequence]); it owns rows of dq, as the forward owns
     # rows of o, and recomputes the same P the dk/dv kernel does (a second pass instead of atomics).
@@ -225,8 +228,8 @@ def _backward_dq_kernel(
     pid_b, row_q, row_k, n_q, n_k = _window(pid // num_q_tiles, CU_Q, CU_K, N_Q, N_K, num_slices,
                                             VARLEN)
 
-    k_base = K + tl.load(K_OFFSETS + pid_b) + row_k * stride_kn
-    v_base = V + tl.load(V_OFFSETS + pid_b) + row_k * stride_vn
+    k_base = K + tl.multiple_of(tl.load(K_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_kn
+    v_base = V + tl.multiple_of(tl.load(V_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_vn
     lse_base = LSE + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
     delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
 
@@ -238,10 +241,12 @@ def _backward_dq_kernel(
     mask_qd = mask_q[:, None] & mask_d[None, :]
 
     rows_q = offs_q[:, None].to(tl.int64)
-    q = tl.load(Q + tl.load(Q_OFFSETS + pid_b) + (row_q + rows_q) * stride_qn
-                + offs_d[None, :] * stride_qd, mask=mask_qd, other=0.0)
-    do = tl.load(DO + tl.load(DO_OFFSETS + pid_b) + (row_q + rows_q) * stride_don
-                 + offs_d[None, :] * stride_dod, mask=mask_qd, other=0.0)
+    q_base = Q + tl.multiple_of(tl.load(Q_OFFSETS + pid_b), OFFSET_ALIGN)
+    do_base = DO + tl.multiple_of(tl.load(DO_OFFSETS + pid_b), OFFSET_ALIGN)
+    q = tl.load(q_base + (row_q + rows_q) * stride_qn + offs_d[None, :] * stride_qd,
+                mask=mask_qd, other=0.0)
+    do = tl.load(do_base + (row_q + rows_q) * stride_don + offs_d[None, :] * stride_dod,
+                 mask=mask_qd, other=0.0)
     lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     lse = lse * 1.4426950408889634  # base 2
     delta = tl.load(delta_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
@@ -299,11 +304,14 @@ class BackwardConfig(NamedTuple):
 def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
     """Default launch parameters, keyed on the padded head dim and the dtype.
 
-    The held tile is the wide one (128 rows for 16-bit inputs up to d = 64), the streamed tile the
-    narrow one, as in FlashAttention-2. The dk/dv kernel holds two input tiles and two float32
-    accumulators of the held tile's size, so wide head dims and float32 take smaller tiles and fewer
-    pipeline stages. Every choice was compiled for sm_90 (Triton 3.6, ptxas of its wheel): none
-    spills registers, and the largest takes 98 KB of the H100's 228 KB of shared memory.
+    16-bit inputs: chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton 3.6).
+    Up to d = 64, 64x64 tiles in both kernels with 4 warps and 3 stages were the fastest candidate
+    on every d = 64 shape of the quick grid (1.1-2x the previous 32x128 / 128x32 tiles with 8
+    warps); at d = 128, 32x64 / 64x32 tiles with 4 warps and 2 stages (the geometric mean over the
+    shapes measured; 8 warps and 2 stages with 64x64 tiles, the previous choice, was 2x slower).
+    The dk/dv kernel holds two input tiles and two float32 accumulators of the held tile's size,
+    so d = 256 and float32 keep the earlier, smaller tiles and fewer stages (not tuned; they fit
+    in an H100's 228 KB of shared memory).
     """
     block_d = padded_head_dim(head_dim)
     if dtype == torch.float32:
@@ -315,8 +323,8 @@ def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
     if block_d == 256:
         return BackwardConfig(32, 32, 32, 32, 8, 1)
     if block_d == 128:
-        return BackwardConfig(32, 64, 64, 64, 8, 2)
-    return BackwardConfig(32, 128, 128, 32, 8, 3)
+        return BackwardConfig(32, 64, 64, 32, 4, 2)
+    return BackwardConfig(64, 64, 64, 64, 4, 3)
 
 
 _PREPROCESS_BLOCK_Q = 64
@@ -403,6 +411,7 @@ def launch_backward(
         VARLEN=varlen,
         BLOCK_D=padded_head_dim(d),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        OFFSET_ALIGN=offset_alignment(q, k, v, o, do),
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
@@ -416,6 +425,7 @@ def launch_backward(
             o.stride(-2), o.stride(-1), do.stride(-2), do.stride(-1), *lse_strides,
             n_q, d, tiles, slices,
             VARLEN=varlen, BLOCK_Q=_PREPROCESS_BLOCK_Q, BLOCK_D=launch["BLOCK_D"],
+            OFFSET_ALIGN=launch["OFFSET_ALIGN"],
         )
     # -- 2. dk, dv: one program per key tile, streaming over query tiles --
     tiles = triton.cdiv(n_k, config.block_k_dkdv)

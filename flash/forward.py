@@ -22,6 +22,7 @@ Caution, what this kernel does and does not do:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -33,6 +34,54 @@ import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernel is
 from flash.checks import check_inputs
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+
+
+@triton.jit
+def _attend_key_tiles(
+    acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+    offs_q, offs_d, mask_d, n_k, qk_scale, lo, hi,
+    MASKED: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    """The online softmax over key tiles ``[lo, hi)``; returns the updated ``acc, l_i, m_i``.
+
+    ``MASKED=False`` is for tiles that every row sees whole (no key past ``n_k``, none in a
+    row's future): no mask is built, loaded or applied. ``MASKED=True`` hides keys past ``n_k``
+    and, if causal, keys after the row.
+    """
+    offs_k = tl.arange(0, BLOCK_K)
+    for start_k in range(lo, hi, BLOCK_K):
+        cols = start_k + offs_k
+        mask_k = cols < n_k
+        # -- load k transposed, [D, BK], so that q @ kt is [BQ, BK] --
+        kt_ptrs = k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd
+        v_ptrs = v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :] * stride_vd
+        if MASKED:
+            kt = tl.load(kt_ptrs, mask=mask_d[:, None] & mask_k[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=mask_k[:, None] & mask_d[None, :], other=0.0)
+        else:
+            kt = tl.load(kt_ptrs, mask=mask_d[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=mask_d[None, :], other=0.0)
+        # -- scores; if masked, keys past the end (and, if causal, in the future) at -inf --
+        s = tl.dot(q, kt, input_precision=INPUT_PRECISION) * qk_scale
+        if MASKED:
+            visible = mask_k[None, :]
+            if IS_CAUSAL:
+                visible = visible & (offs_q[:, None] >= cols[None, :])
+            s = tl.where(visible, s, float("-inf"))
+        # -- online softmax: rescale what was accumulated to the new row max --
+        # Every row sees at least one key of the first tile visited (key 0, or a key before the
+        # tile's first row), so after it m_new is finite and neither exp2 sees -inf - (-inf).
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        # -- accumulate p @ v --
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
 
 
 @triton.jit
@@ -51,12 +100,17 @@ def _flash_forward_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    OFFSET_ALIGN: tl.constexpr,  # a power of two that divides every slice offset (in elements)
 ):
     # One program per (query tile, slice[, sequence]). The query tile varies fastest, so programs
     # that run side by side read the same K/V slice and share it in L2.
     pid = tl.program_id(0)
     pid_q = pid % num_q_tiles
     pid_b = pid // num_q_tiles
+    if IS_CAUSAL:
+        # Causal work grows with the query tile: launch the longest tiles first, so the short
+        # ones fill the gaps at the end instead of a long one running alone.
+        pid_q = num_q_tiles - 1 - pid_q
     # A program attends rows [row_q, row_q + n_q) of its slice to rows [row_k, row_k + n_k):
     # the whole slice for a dense batch, one sequence of it for packed (varlen) input.
     if VARLEN:
@@ -74,14 +128,15 @@ def _flash_forward_kernel(
         n_q = N_Q
         n_k = N_K
 
-    q_base = Q + tl.load(Q_OFFSETS + pid_b) + row_q * stride_qn
-    k_base = K + tl.load(K_OFFSETS + pid_b) + row_k * stride_kn
-    v_base = V + tl.load(V_OFFSETS + pid_b) + row_k * stride_vn
+    # The slice offsets are loaded, so the compiler knows nothing of their alignment; without
+    # OFFSET_ALIGN it must assume 2-byte alignment and load one element at a time.
+    q_base = Q + tl.multiple_of(tl.load(Q_OFFSETS + pid_b), OFFSET_ALIGN) + row_q * stride_qn
+    k_base = K + tl.multiple_of(tl.load(K_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_kn
+    v_base = V + tl.multiple_of(tl.load(V_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_vn
     o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_on
     lse_base = LSE + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
 
     offs_q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    offs_k = tl.arange(0, BLOCK_K)
     offs_d = tl.arange(0, BLOCK_D)
     mask_q = offs_q < n_q
     mask_d = offs_d < HEAD_DIM  # masks the padding of a head dim that is not a power of two
@@ -95,39 +150,31 @@ def _flash_forward_kernel(
     l_i = tl.zeros([BLOCK_Q], dtype=tl.float32)  # running denominator, relative to m_i
     acc = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)  # running unnormalized output
 
-    # Causal: key tiles that lie wholly in the future of this query tile are never visited.
+    # Key tiles are visited in two runs. First the tiles that every row of this query tile sees
+    # whole: they lie before n_k and, if causal, before the tile's first row, so they need no
+    # mask at all. Then the rest, masked: the partial last tile (keys past n_k) and, if causal,
+    # the tiles on the diagonal. Causal tiles wholly in the future are never visited.
+    full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k
     hi = n_k
     if IS_CAUSAL:
         hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)
+        full_hi = tl.minimum(full_hi, (pid_q * BLOCK_Q // BLOCK_K) * BLOCK_K)
     if VARLEN:
         # The grid is sized for the longest sequence; a tile past the end of a shorter one has
-        # no row to compute, so it skips the loop and stores nothing (every row is masked).
+        # no row to compute, so it skips both runs and stores nothing (every row is masked).
         hi = tl.where(pid_q * BLOCK_Q < n_q, hi, 0)
+        full_hi = tl.minimum(full_hi, hi)
 
-    for start_k in range(0, hi, BLOCK_K):
-        cols = start_k + offs_k
-        mask_k = cols < n_k
-        # -- load k transposed, [D, BK], so that q @ kt is [BQ, BK] --
-        kt_ptrs = k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd
-        kt = tl.load(kt_ptrs, mask=mask_d[:, None] & mask_k[None, :], other=0.0)
-        # -- scores, with keys past the end (and, if causal, in the future) at -inf --
-        s = tl.dot(q, kt, input_precision=INPUT_PRECISION) * qk_scale
-        visible = mask_k[None, :]
-        if IS_CAUSAL:
-            visible = visible & (offs_q[:, None] >= cols[None, :])
-        s = tl.where(visible, s, float("-inf"))
-        # -- online softmax: rescale what was accumulated to the new row max --
-        # Key 0 is visible to every row (causal is top-left), so after the first tile m_new is
-        # finite and neither exp2 sees -inf - (-inf).
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        # -- accumulate p @ v --
-        v_ptrs = v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :] * stride_vd
-        v = tl.load(v_ptrs, mask=mask_k[:, None] & mask_d[None, :], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
-        m_i = m_new
+    acc, l_i, m_i = _attend_key_tiles(
+        acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+        offs_q, offs_d, mask_d, n_k, qk_scale, 0, full_hi,
+        MASKED=False, IS_CAUSAL=IS_CAUSAL, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+    )
+    acc, l_i, m_i = _attend_key_tiles(
+        acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+        offs_q, offs_d, mask_d, n_k, qk_scale, full_hi, hi,
+        MASKED=True, IS_CAUSAL=IS_CAUSAL, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+    )
 
     # l_i >= 1 (the max element contributes exp2(0) = 1), so neither division nor log needs
     # the spec's eps.
@@ -151,17 +198,24 @@ class ForwardConfig(NamedTuple):
 
 
 def forward_config(head_dim: int, dtype: torch.dtype) -> ForwardConfig:
-    """Default launch parameters: the spec's 64x64 tiles, fewer stages where shared memory is short.
+    """Default launch parameters, keyed on the padded head dim and the dtype.
 
-    A float32 tile takes twice the shared memory of a 16-bit one; with d = 256 the q tile and two
-    pipelined k/v tiles would not fit in an H100's 228 KB, hence one stage and 32-wide key tiles.
+    16-bit inputs up to d = 128: 128 query rows per program (8 warps) and 64-wide key tiles in a
+    3-stage pipeline, chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton
+    3.6): over the quick grid's d = 64 shapes it beat the spec's 64x64 tiles by 10-20% and every
+    other candidate, and at d = 128 it was within 5% of the best at n = 1024 (the README has the
+    numbers). A float32 tile takes twice the shared memory of a 16-bit one, and with d = 256 the q
+    tile and two pipelined k/v tiles would not fit in an H100's 228 KB: those keep the untuned
+    64-row tiles, with one stage and 32-wide key tiles where memory is short.
     """
     block_d = padded_head_dim(head_dim)
-    if dtype == torch.float32 and block_d >= 128:
-        return ForwardConfig(64, 32, 8 if block_d == 256 else 4, 1)
+    if dtype == torch.float32:
+        if block_d >= 128:
+            return ForwardConfig(64, 32, 8 if block_d == 256 else 4, 1)
+        return ForwardConfig(64, 64, 4, 2)
     if block_d == 256:
         return ForwardConfig(64, 64, 8, 1)
-    return ForwardConfig(64, 64, 4, 2)
+    return ForwardConfig(128, 64, 8, 3)
 
 
 def padded_head_dim(head_dim: int) -> int:
@@ -169,17 +223,42 @@ def padded_head_dim(head_dim: int) -> int:
     return max(16, triton.next_power_of_2(head_dim))
 
 
+def offset_alignment(*tensors: torch.Tensor) -> int:
+    """The largest power of two, at most 16, that divides every slice offset of every tensor.
+
+    A slice offset (:func:`slice_offsets`) is a sum of leading-dim strides times indices, so a
+    power of two divides them all iff it divides every leading stride of a dim longer than one.
+    The kernels pass it to ``tl.multiple_of``: that lets the compiler use 16-byte vector loads
+    (and asynchronous copies) from a slice start it reads from memory. Claiming more than is true
+    would make those loads misaligned, so it is computed, never assumed.
+    """
+    align = 16
+    for t in tensors:
+        for size, stride in zip(t.shape[:-2], t.stride()[:-2]):
+            if size > 1 and stride:
+                align = min(align, stride & -stride)  # the lowest set bit: largest power of two dividing it
+    return align
+
+
 def slice_offsets(t: torch.Tensor) -> torch.Tensor:
     """Element offset of each ``[n, d]`` slice of ``t``, in the row-major order of its leading dims.
 
     This is what lets the kernel take any leading layout (batch and heads in either order, a
-    stride-0 broadcast dim, a sliced batch) without a ``.contiguous()`` copy.
+    stride-0 broadcast dim, a sliced batch) without a ``.contiguous()`` copy. The table depends
+    only on the leading sizes and strides, so it is built once per layout and device and cached.
     """
-    offsets = torch.zeros((), dtype=torch.int64, device=t.device)
-    for size, stride in zip(t.shape[:-2], t.stride()[:-2]):
-        steps = torch.arange(size, dtype=torch.int64, device=t.device) * stride
-        offsets = offsets.unsqueeze(-1) + steps
-    return offsets.reshape(-1)
+    return _slice_offsets(tuple(t.shape[:-2]), tuple(t.stride()[:-2]), t.device)
+
+
+@functools.lru_cache(maxsize=256)
+def _slice_offsets(sizes: tuple[int, ...], strides: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    # Built on the CPU and copied once: building it on the GPU took a dozen tiny kernel launches
+    # per tensor per call, a measurable share of a short attention call. The copy from pageable
+    # memory is synchronous, so the cached tensor is complete before any stream reads it.
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(sizes, strides):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+    return offsets.reshape(-1).to(device)
 
 
 def flash_attention_forward(
@@ -265,6 +344,7 @@ def launch_forward(
         BLOCK_K=block_k,
         BLOCK_D=padded_head_dim(d),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        OFFSET_ALIGN=offset_alignment(q, k, v),
         num_warps=config.num_warps if num_warps is None else num_warps,
         num_stages=config.num_stages if num_stages is None else num_stages,
     )

@@ -16,7 +16,7 @@ import torch
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
-LAYOUTS = ("contiguous", "seq_first", "heads_last", "strided", "offset", "broadcast_kv", "mixed")
+LAYOUTS = ("contiguous", "seq_first", "heads_last", "strided", "offset", "gapped", "broadcast_kv", "mixed")
 """How q, k, v (and the upstream gradient) sit in memory; every one but the first is non-contiguous
 except by accident, and none is copied by a correct kernel:
 
@@ -27,6 +27,9 @@ except by accident, and none is copied by a correct kernel:
 - ``strided``: every other row and column of a larger buffer whose other elements are NaN, so a
   kernel that ignores a stride reads NaN and fails loudly;
 - ``offset``: a view that starts 37 elements into a NaN-filled buffer (nonzero storage offset);
+- ``gapped``: rows contiguous, but each ``[n, d]`` slice followed by 3 NaN elements, so slices
+  start at odd element offsets from an aligned base: a kernel that assumes aligned slice starts
+  (to load 16-byte vectors) reads misaligned;
 - ``broadcast_kv``: k and v share one slice across the first leading dim (stride 0, ``expand``);
 - ``mixed``: q, k, v and the upstream gradient each in a different one of the layouts above
   (:data:`MIXED`), so a kernel that addresses one tensor with another's strides is caught.
@@ -194,4 +197,11 @@ def arrange(t: torch.Tensor, layout: str, device: torch.device | str) -> torch.T
         flat = torch.full((t.numel() + 37 + 11,), math.nan, dtype=t.dtype)
         flat[37 : 37 + t.numel()] = t.reshape(-1)
         return flat.to(device)[37 : 37 + t.numel()].view(t.shape)
+    if layout == "gapped":
+        n, d = t.shape[-2:]
+        slices = t.numel() // (n * d)
+        flat = torch.full((slices * (n * d + 3),), math.nan, dtype=t.dtype)
+        view = flat.view(slices, n * d + 3)[:, : n * d]
+        view.copy_(t.reshape(slices, n * d))
+        return flat.to(device).view(slices, n * d + 3)[:, : n * d].view(t.shape)
     raise ValueError(f"unknown layout {layout!r}")

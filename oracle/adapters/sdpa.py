@@ -38,15 +38,23 @@ ALIGNMENT = 16
 
 
 def _aligned(t: torch.Tensor) -> torch.Tensor:
-    """``t``, or a copy of it in fresh storage when its first element is not 16-byte aligned.
+    """``t``, or a contiguous copy of it when any of its ``[n, d]`` slices or rows does not start
+    16-byte aligned (its first element, or a stride of a dim longer than one, is not a multiple of
+    16 bytes).
 
     Why: on an H100 with torch 2.11 (CUDA 13), the suite's GPU run found SDPA returning NaN and then
     raising "CUDA error: misaligned address" (which poisons the CUDA context) for float16 inputs of
-    the ``offset`` layout, whose data start 37 elements (74 bytes) into their allocation. That is a
-    bug of SDPA's kernel selection, not of the math this adapter exists to provide; the copy keeps
-    the reference usable on such inputs (a copy changes no value).
+    the ``offset`` layout, whose data start 37 elements (74 bytes) into their allocation; on an H200
+    (2026-11-30) the same error came from the ``gapped`` layout, whose first element is aligned but
+    whose slices start at odd element offsets. That is a bug of SDPA's kernel selection, not of the
+    math this adapter exists to provide; the copy keeps the reference usable on such inputs (a copy
+    changes no value).
     """
-    return t if t.data_ptr() % ALIGNMENT == 0 else t.clone()
+    size = t.element_size()
+    strides = (stride for dim, stride in zip(t.shape[:-1], t.stride()[:-1]) if dim > 1)
+    if t.data_ptr() % ALIGNMENT == 0 and all(stride * size % ALIGNMENT == 0 for stride in strides):
+        return t
+    return t.contiguous() if not t.is_contiguous() else t.clone()
 
 
 @contextlib.contextmanager

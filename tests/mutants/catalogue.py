@@ -35,9 +35,9 @@ CATALOGUE: tuple[Mutant, ...] = (
            "m_i never leaves -inf, so every tile rescales the past to zero; n_k >= 65"),
     Mutant("missing_normalization", F, "acc = acc / l_i[:, None]", "acc = acc",
            "output not divided by the softmax denominator; any input with n_k >= 2 or large scores"),
-    Mutant("first_key_tile_skipped", F, "for start_k in range(0, hi, BLOCK_K):",
-           "for start_k in range(BLOCK_K, hi, BLOCK_K):",
-           "the loop starts at the second key tile; any input (n_k <= 64 sees no key at all)"),
+    Mutant("first_key_tile_skipped", F, "offs_q, offs_d, mask_d, n_k, qk_scale, 0, full_hi,",
+           "offs_q, offs_d, mask_d, n_k, qk_scale, BLOCK_K, full_hi,",
+           "the unmasked run starts at the second key tile; n_k >= 64 (causal: a query tile past the first)"),
     # -- masking: tile edges and the causal diagonal --
     Mutant("key_tail_unmasked", F, "visible = mask_k[None, :]", "visible = cols[None, :] >= 0",
            "keys past n_k in the last tile get score 0 instead of -inf; n_k % 64 != 0, non-causal"),
@@ -49,6 +49,14 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("causal_loop_skips_diagonal_tile", F, "hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)",
            "hi = tl.minimum(n_k, pid_q * BLOCK_Q)",
            "causal loop stops before the diagonal tile; causal, any n"),
+    Mutant("unmasked_run_covers_key_tail", F, "full_hi = (n_k // BLOCK_K) * BLOCK_K",
+           "full_hi = tl.cdiv(n_k, BLOCK_K) * BLOCK_K",
+           "the partial last key tile goes to the unmasked run: keys past n_k are loaded and seen; "
+           "n_k % 64 != 0, non-causal"),
+    Mutant("causal_unmasked_run_into_diagonal", F,
+           "full_hi = tl.minimum(full_hi, (pid_q * BLOCK_Q // BLOCK_K) * BLOCK_K)",
+           "full_hi = tl.minimum(full_hi, ((pid_q + 1) * BLOCK_Q // BLOCK_K) * BLOCK_K)",
+           "causal: the diagonal tiles go to the unmasked run, so rows see their future; causal, n >= 65"),
     Mutant("causal_loop_one_tile_short", F, "hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)",
            "hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q - BLOCK_K)",
            "causal loop drops the last visible key tile when tiles are 64 wide; causal, n_q >= 65"),
@@ -61,7 +69,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "        *o_strides, lse_strides[0] // n_q * n_k, lse_strides[1],\n",
            "lse of batch b stored at b * n_k: wrong (or out of bounds) when n_q != n_k with 2+ slices"),
     # -- strides and batch offsets --
-    Mutant("k_uses_q_offsets", F, "k_base = K + tl.load(K_OFFSETS + pid_b)", "k_base = K + tl.load(Q_OFFSETS + pid_b)",
+    Mutant("k_uses_q_offsets", F, "k_base = K + tl.multiple_of(tl.load(K_OFFSETS + pid_b)",
+           "k_base = K + tl.multiple_of(tl.load(Q_OFFSETS + pid_b)",
            "k's slice located with q's offsets: wrong when q and k slices differ in size (n_q != n_k)"),
     Mutant("v_uses_k_row_stride", F, "cols[:, None].to(tl.int64) * stride_vn", "cols[:, None].to(tl.int64) * stride_kn",
            "v rows addressed with k's row stride: wrong only when k and v are laid out differently"),
@@ -71,6 +80,10 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("q_head_padding_unmasked", F, "q = tl.load(q_ptrs, mask=mask_q[:, None] & mask_d[None, :], other=0.0)",
            "q = tl.load(q_ptrs, mask=mask_q[:, None], other=0.0)",
            "q's padded head-dim columns read the next row's values: d not a power of two (24, 80, 96)"),
+    Mutant("slice_alignment_assumed", F, "OFFSET_ALIGN=offset_alignment(q, k, v),", "OFFSET_ALIGN=16,",
+           "every slice start promised 16-element aligned, so the compiler loads 16-byte vectors from "
+           "starts that are not (the gapped layout); GPU only, the interpreter ignores alignment hints",
+           gpu_only=True),
     # -- precision --
     Mutant("fp32_products_in_tf32", F, 'INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32"',
            'INPUT_PRECISION="tf32"',
