@@ -16,11 +16,11 @@ when no shape could be compared (a gate that compared nothing must not pass). Th
 stay put for the ratio to mean the kernel: a new PyTorch (or cuDNN, or driver) that speeds SDPA up
 reads as a kernel regression, so record a new baseline when the software under SDPA changes.
 
-    python -m benchmarks.gate check RUN.json --baseline benchmarks/baseline/h100.json
-    python -m benchmarks.gate record RUN.json --out benchmarks/baseline/h100
+    python -m benchmarks.gate check RUN.json --baseline benchmarks/baseline/h200.json
+    python -m benchmarks.gate record RUN.json --out benchmarks/baseline/h200
 
-``record`` writes the committed baseline from a run: ``h100.json`` (the whole run, which this
-check, ``report.py`` and ``plot.py`` read) and ``h100.kernel.json`` (only the kernel's
+``record`` writes the committed baseline from a run: ``h200.json`` (the whole run, which this
+check, ``report.py`` and ``plot.py`` read) and ``h200.kernel.json`` (only the kernel's
 benchmarks), the file given to pytest-benchmark's ``--benchmark-compare``: pytest-benchmark's
 ``--benchmark-compare-fail`` checks every benchmark that has a namesake in the compared file, so
 a baseline holding only the kernel's keeps SDPA's own drift out of that gate.
@@ -38,12 +38,12 @@ from pathlib import Path
 
 from benchmarks.runs import RunError, describe, load
 
-DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline" / "h100.json"
+DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline" / "h200.json"
 KERNEL = "kernel"
 
 
 def kernel_only_path(baseline: Path) -> Path:
-    """``h100.json`` -> ``h100.kernel.json``."""
+    """``h200.json`` -> ``h200.kernel.json``."""
     return baseline.with_name(baseline.stem + ".kernel.json")
 
 

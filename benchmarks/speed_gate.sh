@@ -14,7 +14,7 @@
 #   2. benchmarks/gate.py: kernel time / SDPA-flash time, both from this run, against the same
 #      ratio in the baseline: fails when one shape's ratio grew by more than $RATIO_MARGIN%
 #      (default 25) or their geometric mean by more than $MEAN_MARGIN% (default 10).
-# It exits 0 only if both pass. Environment: PYTHON (python3), BASELINE (benchmarks/baseline/h100:
+# It exits 0 only if both pass. Environment: PYTHON (python3), BASELINE (benchmarks/baseline/h200:
 # .json and .kernel.json are added), RESULTS (benchmarks/results: where run JSON goes),
 # ABS_MARGIN, RATIO_MARGIN, MEAN_MARGIN.
 set -uo pipefail
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 PYTHON=${PYTHON:-python3}
-BASELINE=${BASELINE:-benchmarks/baseline/h100}
+BASELINE=${BASELINE:-benchmarks/baseline/h200}
 RESULTS=${RESULTS:-benchmarks/results}
 ABS_MARGIN=${ABS_MARGIN:-50}
 RATIO_MARGIN=${RATIO_MARGIN:-25}

@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-from benchmarks import gate, plot, report
+from benchmarks import gate, plot, report, tune
 from benchmarks.backends import ATTENTION_BACKENDS, dense_memory_reason
 from benchmarks.runs import RunError, load
 from benchmarks.shapes import Shape, attention_grid, baseline_grid, shape
@@ -156,3 +157,29 @@ def test_plot(tmp_path):
     assert len(panels) == 4 and "kernel, 65536 tokens" in panels[("bfloat16", 64, False, "fwd")]
     out = plot.draw(load(run), tmp_path / "plot.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tune_candidates_are_launchable_configs():
+    from flash.backward_triton import BackwardConfig, backward_config
+    from flash.forward import ForwardConfig, forward_config
+
+    def power_of_two_tile(block):
+        return block >= 16 and block & (block - 1) == 0
+
+    for cand in tune.FORWARD_CANDIDATES:
+        config = ForwardConfig(*cand)
+        assert power_of_two_tile(config.block_q) and power_of_two_tile(config.block_k)
+    for cand in tune.BACKWARD_CANDIDATES:
+        config = BackwardConfig(*cand)
+        assert all(power_of_two_tile(b) for b in config[:4])
+    # The tables' 16-bit choices were among the candidates measured.
+    for d in (64, 128):
+        assert tuple(forward_config(d, torch.float16)) in tune.FORWARD_CANDIDATES
+        assert tuple(backward_config(d, torch.bfloat16)) in tune.BACKWARD_CANDIDATES
+
+
+def test_tune_needs_a_gpu(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("has a GPU: the sweep would run")
+    assert tune.main(["--pass", "fwd"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err

@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 BLOCK = 64
-"""The kernel's default tile width: lengths around its multiples are where masking goes wrong."""
+"""The kernel's default key-tile width (its query tiles, 128 rows for 16-bit inputs, are multiples):
+lengths around its multiples are where masking goes wrong."""
 
 
 @dataclass(frozen=True)
