@@ -306,9 +306,10 @@ def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
 
     16-bit inputs: chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton 3.6).
     Up to d = 64, 64x64 tiles in both kernels with 4 warps and 3 stages were the fastest candidate
-    on every d = 64 shape of the quick grid (1.1-2x the previous 32x128 / 128x32 tiles with 8
-    warps); at d = 128, 32x64 / 64x32 tiles with 4 warps and 2 stages (the geometric mean over the
-    shapes measured; 8 warps and 2 stages with 64x64 tiles, the previous choice, was 2x slower).
+    on every d = 64 shape of the quick grid (1.10-1.19x the previous 32x128 / 128x32 tiles with 8
+    warps); at d = 128, 32x64 / 64x32 tiles with 4 warps and 2 stages (the best geometric mean over
+    the two shapes measured, n = 1024 causal and not; the previous 32x64 / 64x64 tiles with 8 warps
+    and 2 stages took 2.0-2.2x as long).
     The dk/dv kernel holds two input tiles and two float32 accumulators of the held tile's size,
     so d = 256 and float32 keep the earlier, smaller tiles and fewer stages (not tuned; they fit
     in an H100's 228 KB of shared memory).

@@ -202,7 +202,7 @@ def forward_config(head_dim: int, dtype: torch.dtype) -> ForwardConfig:
 
     16-bit inputs up to d = 128: 128 query rows per program (8 warps) and 64-wide key tiles in a
     3-stage pipeline, chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton
-    3.6): over the quick grid's d = 64 shapes it beat the spec's 64x64 tiles by 10-20% and every
+    3.6): over the quick grid's d = 64 shapes it beat the spec's 64x64 tiles by 10-23% and every
     other candidate, and at d = 128 it was within 5% of the best at n = 1024 (the README has the
     numbers). A float32 tile takes twice the shared memory of a 16-bit one, and with d = 256 the q
     tile and two pipelined k/v tiles would not fit in an H100's 228 KB: those keep the untuned
@@ -280,7 +280,8 @@ def flash_attention_forward(
         v: ``[..., n_k, d]`` values.
         is_causal: mask key ``j`` from query ``i`` when ``j > i`` (top-left aligned).
         block_q, block_k: tile sizes (powers of two, at least 16); default from
-            :func:`forward_config`, 64x64 as in the spec.
+            :func:`forward_config` (128x64 for 16-bit inputs up to d = 128; the spec's 64x64
+            for float32).
         num_warps, num_stages: Triton launch options; default from :func:`forward_config`.
 
     Returns:
