@@ -91,11 +91,11 @@ def tune_shape(shape: Shape, passes: set[str]) -> dict:
     f = torch.nn.functional.scaled_dot_product_attention
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         with sdpa_kernel(backend):
-            ms, why = _try(lambda: _time(lambda: f(q, k, v, is_causal=causal)))
+            ms, why = _try(functools.partial(_time, functools.partial(f, q, k, v, is_causal=causal)))
             result["sdpa"][f"{name}_fwd"] = ms if why is None else why
             if "bwd" in passes:
                 fwd_bwd = functools.partial(_sdpa_forward_backward, q, k, v, do, causal)
-                ms, why = _try(lambda: _time(fwd_bwd))  # noqa: B023 - called right here
+                ms, why = _try(functools.partial(_time, fwd_bwd))
                 result["sdpa"][f"{name}_fwd+bwd"] = ms if why is None else why
 
     o_ref, lse_ref = flash_attention_forward(q, k, v, causal)

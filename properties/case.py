@@ -200,8 +200,7 @@ def arrange(t: torch.Tensor, layout: str, device: torch.device | str) -> torch.T
     if layout == "gapped":
         n, d = t.shape[-2:]
         slices = t.numel() // (n * d)
-        flat = torch.full((slices * (n * d + 3),), math.nan, dtype=t.dtype)
-        view = flat.view(slices, n * d + 3)[:, : n * d]
-        view.copy_(t.reshape(slices, n * d))
-        return flat.to(device).view(slices, n * d + 3)[:, : n * d].view(t.shape)
+        buffer = torch.full((slices, n * d + 3), math.nan, dtype=t.dtype)
+        buffer[:, : n * d] = t.reshape(slices, n * d)
+        return buffer.to(device)[:, : n * d].view(t.shape)
     raise ValueError(f"unknown layout {layout!r}")

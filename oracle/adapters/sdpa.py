@@ -54,7 +54,7 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     strides = (stride for dim, stride in zip(t.shape[:-1], t.stride()[:-1]) if dim > 1)
     if t.data_ptr() % ALIGNMENT == 0 and all(stride * size % ALIGNMENT == 0 for stride in strides):
         return t
-    return t.contiguous() if not t.is_contiguous() else t.clone()
+    return t.clone(memory_format=torch.contiguous_format)  # fresh storage: aligned, one copy
 
 
 @contextlib.contextmanager
