@@ -8,8 +8,20 @@ invariants, their math and which hold bit-for-bit are listed in ``properties/REA
 """
 
 from properties.case import Case
-from properties.causality import check_causal_future_ignored, check_causal_gradients_ignore_future
+from properties.causality import (
+    check_causal_future_ignored,
+    check_causal_gradients_ignore_future,
+    check_window_hides_keys,
+)
 from properties.determinism import check_deterministic
+from properties.features import (
+    check_bottom_right_square_exact,
+    check_empty_rows,
+    check_gqa_matches_repeated_kv,
+    check_scale_matches_prescaled_q,
+    check_softcap,
+    check_window_extremes_exact,
+)
 from properties.gradients import check_gradcheck_float64
 from properties.kernels import NotApplicable, load_kernel
 from properties.oracle_agreement import (
@@ -57,7 +69,19 @@ INVARIANT_CHECKS = (
 )
 """Every check of a property that holds for any correct kernel, with or without a reference."""
 
-ALL_CHECKS = ORACLE_CHECKS + INVARIANT_CHECKS
+FEATURE_CHECKS = (
+    check_gqa_matches_repeated_kv,
+    check_window_hides_keys,
+    check_window_extremes_exact,
+    check_bottom_right_square_exact,
+    check_empty_rows,
+    check_softcap,
+    check_scale_matches_prescaled_q,
+)
+"""Every check of a feature of the extended contract (``properties/features.py``, and the window's
+in ``properties/causality.py``): n/a for a module that does not declare the feature."""
+
+ALL_CHECKS = ORACLE_CHECKS + INVARIANT_CHECKS + FEATURE_CHECKS
 """Every check of a :class:`Case`, in the order reports list them. The checks of packed
 (variable-length) batches take a :class:`VarlenCase` instead and are :data:`VARLEN_CHECKS`
 (``properties/varlen.py``), not in here."""
@@ -74,6 +98,7 @@ def checks_for(case: Case | VarlenCase) -> tuple:
 __all__ = [
     "ALL_CHECKS",
     "EVERY_CHECK",
+    "FEATURE_CHECKS",
     "INVARIANT_CHECKS",
     "ORACLE_CHECKS",
     "VARLEN_CHECKS",

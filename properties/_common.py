@@ -6,10 +6,10 @@ from types import ModuleType
 
 import torch
 
-from oracle.dense import dense_attention
+from oracle.dense import dense_attention, visible_mask
 from properties import error_model as em
 from properties.case import MIXED, Case, arrange
-from properties.kernels import kernel_name
+from properties.kernels import kernel_name, require_case
 
 
 def context(check: str, kernel: ModuleType, case: Case) -> str:
@@ -31,29 +31,49 @@ def place(t: torch.Tensor, case: Case, device, name: str) -> torch.Tensor:
     return arrange(t, layout, device)
 
 
-def forward(kernel: ModuleType, q, k, v, is_causal: bool):
-    """``(o, lse)``, or ``(o, None)`` for a kernel module without ``attention_with_lse``."""
+def forward(kernel: ModuleType, q, k, v, is_causal: bool, **features):
+    """``(o, lse)``, or ``(o, None)`` for a kernel module without ``attention_with_lse``.
+
+    ``features`` are the call's feature keywords (:meth:`Case.features`), passed on as they are.
+    """
     with torch.no_grad():
         fn = getattr(kernel, "attention_with_lse", None)
         if fn is None:
-            return kernel.attention(q, k, v, is_causal), None
-        return fn(q, k, v, is_causal)
+            return kernel.attention(q, k, v, is_causal, **features), None
+        return fn(q, k, v, is_causal, **features)
 
 
-def output_bound(q, k, v, is_causal: bool) -> tuple[float, str]:
+def output_bound(q, k, v, is_causal: bool, **features) -> tuple[float, str]:
     """The error model's bound on one kernel output for these inputs (as the oracle check uses)."""
     with torch.no_grad():
-        o64, _ = dense_attention(q, k, v, is_causal)
-        o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None)
-    return em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype, **em.output_scales(q, k, v))
+        o64, _ = dense_attention(q, k, v, is_causal, **features)
+        o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None, **features)
+    return em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype,
+                          **em.output_scales(q, k, v, scale=features.get("scale")))
 
 
-def lse_bound(q, k, is_causal: bool) -> tuple[float, str]:
+def lse_bound(q, k, is_causal: bool, **features) -> tuple[float, str]:
     """The error model's bound on one kernel lse for these inputs (as the oracle check uses)."""
     with torch.no_grad():  # the lse does not depend on v; k stands in for it
-        _, lse64 = dense_attention(q, k, k, is_causal)
-        _, lse_ref = dense_attention(q, k, k, is_causal, compute_dtype=None)
-    return em.error_bound(em.LSE, lse_ref, lse64, dtype=q.dtype, **em.lse_scales(q, k, lse64))
+        _, lse64 = dense_attention(q, k, k, is_causal, **features)
+        _, lse_ref = dense_attention(q, k, k, is_causal, compute_dtype=None, **features)
+    return em.error_bound(em.LSE, lse_ref, lse64, dtype=q.dtype,
+                          **em.lse_scales(q, k, lse64, scale=features.get("scale")))
+
+
+def visible(case: Case, device) -> torch.Tensor:
+    """``[n_q, n_k]`` bool: True where a query of ``case`` sees a key (causal mask and window)."""
+    mask = visible_mask(case.n_q, case.n_k, device, is_causal=case.is_causal, window=case.window,
+                        causal_alignment=case.causal_alignment)
+    return torch.ones(case.n_q, case.n_k, dtype=torch.bool, device=device) if mask is None else mask
+
+
+def transformed(kernel: ModuleType, case: Case, device, **changes) -> Case:
+    """``case.replace(**changes)``, after asking the kernel's contract for it (:func:`require_case`):
+    a check that builds its own case from the one it is given needs what the new one uses."""
+    new = case.replace(**changes)
+    require_case(kernel, new, device)
+    return new
 
 
 def rows_to_keep(case: Case) -> int:

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
+from oracle.dense import ALIGNMENTS
+
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 LAYOUTS = ("contiguous", "seq_first", "heads_last", "strided", "offset", "gapped", "broadcast_kv", "mixed")
@@ -68,9 +70,24 @@ TIE_POOL = 3
 """How many distinct key rows the ``ties`` distribution repeats."""
 
 
+FEATURE_FIELDS = ("kv_heads", "softmax_scale", "window", "softcap", "causal_alignment")
+"""The fields of a case that use a feature of the extended contract (``properties/kernels.py``); a
+line leaves out those at their defaults, so a plain case reads as it did before they existed."""
+
+
 @dataclass(frozen=True)
 class Case:
-    """One attention call: ``q [*leading, n_q, head_dim]``, ``k, v [*leading, n_k, head_dim]``."""
+    """One attention call: ``q [*leading, n_q, head_dim]``, ``k, v [*leading, n_k, head_dim]``.
+
+    The features of the extended contract, each off by default:
+
+    - ``kv_heads``: grouped-query attention, k and v have this many heads (the last leading dim),
+      q has ``leading[-1]``, a multiple of it (``None``: as many as q);
+    - ``softmax_scale``: the kernel's ``scale`` argument (``None``: ``1 / sqrt(d)``); not to be
+      confused with ``scale``, the size of the drawn values;
+    - ``window``: ``(left, right)``, ``-1`` unbounded; ``softcap``: ``c > 0``;
+    - ``causal_alignment``: ``"top_left"`` or ``"bottom_right"``.
+    """
 
     n_q: int
     n_k: int
@@ -82,6 +99,11 @@ class Case:
     distribution: str = "normal"
     scale: float = 1.0
     seed: int = 0
+    kv_heads: int | None = None
+    softmax_scale: float | None = None
+    window: tuple[int, int] | None = None
+    softcap: float | None = None
+    causal_alignment: str = "top_left"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -91,6 +113,23 @@ class Case:
         if self.distribution not in DISTRIBUTIONS:
             raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {self.distribution!r}")
         object.__setattr__(self, "leading", tuple(self.leading))
+        check_features(self, self.leading[-1] if self.leading else None)
+
+    def features(self) -> dict:
+        """The keyword arguments of the kernel call beyond ``is_causal`` (only those not at default)."""
+        return feature_kwargs(self)
+
+    def needs(self) -> frozenset[str]:
+        """The contract's feature names this case uses (``properties.kernels.FEATURE_NAMES``)."""
+        gqa = self.kv_heads is not None and bool(self.leading) and self.kv_heads != self.leading[-1]
+        return features_used(self) | ({"gqa"} if gqa else set())
+
+    @property
+    def kv_leading(self) -> tuple[int, ...]:
+        """The leading dims of k and v: ``leading`` with its last dim ``kv_heads`` under GQA."""
+        if self.kv_heads is None or not self.leading:
+            return self.leading
+        return (*self.leading[:-1], self.kv_heads)
 
     def __str__(self) -> str:
         return case_line(self)
@@ -128,7 +167,7 @@ class Case:
     def _draw_qkv(self, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v in float32, row-major, drawn from ``gen`` as :data:`DISTRIBUTIONS` describes."""
         q_shape = (*self.leading, self.n_q, self.head_dim)
-        kv_shape = (*self.leading, self.n_k, self.head_dim)
+        kv_shape = (*self.kv_leading, self.n_k, self.head_dim)
         kind, scale = self.distribution, self.scale
         if kind in ("normal", "tiny"):
             return tuple(torch.randn(s, generator=gen) * scale for s in (q_shape, kv_shape, kv_shape))
@@ -147,15 +186,58 @@ class Case:
         q = torch.randn(q_shape, generator=gen) * scale
         v = torch.randn(kv_shape, generator=gen) * scale
         pool = TIE_POOL if kind == "ties" else 1
-        rows = torch.randn((*self.leading, pool, self.head_dim), generator=gen) * scale
+        rows = torch.randn((*self.kv_leading, pool, self.head_dim), generator=gen) * scale
         pick = torch.randint(0, pool, (self.n_k,), generator=gen)
         return q, rows[..., pick, :], v
 
 
 def case_line(case) -> str:
-    """``ClassName(field=value, ...)`` of a dataclass case, every field, as Python literals."""
-    args = ", ".join(f"{f.name}={getattr(case, f.name)!r}" for f in fields(case))
+    """``ClassName(field=value, ...)`` of a dataclass case, as Python literals: every field, except
+    the :data:`FEATURE_FIELDS` at their defaults (so lines written before they existed still read
+    the same)."""
+    args = ", ".join(f"{f.name}={getattr(case, f.name)!r}" for f in fields(case)
+                     if f.name not in FEATURE_FIELDS or getattr(case, f.name) != f.default)
     return f"{type(case).__name__}({args})"
+
+
+def check_features(case, heads: int | None) -> None:
+    """Raise ``ValueError`` unless the feature fields of ``case`` are valid (``heads``: q's heads)."""
+    if case.kv_heads is not None:
+        if heads is None or case.kv_heads < 1 or heads % case.kv_heads:
+            raise ValueError(f"kv_heads = {case.kv_heads} must be >= 1 and divide the query heads "
+                             f"(the last leading dim), got {heads}")
+    scale = case.softmax_scale
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"softmax_scale must be a finite positive number or None, got {scale!r}")
+    if case.window is not None:
+        object.__setattr__(case, "window", tuple(case.window))
+        if len(case.window) != 2 or any(not isinstance(b, int) or b < -1 for b in case.window):
+            raise ValueError(f"window must be (left, right), ints >= -1, or None; got {case.window!r}")
+    if case.softcap is not None and not (math.isfinite(case.softcap) and case.softcap >= 0):
+        raise ValueError(f"softcap must be >= 0 (0 or None: off), got {case.softcap!r}")
+    if case.causal_alignment not in ALIGNMENTS:
+        raise ValueError(f"causal_alignment must be one of {ALIGNMENTS}, got {case.causal_alignment!r}")
+
+
+def feature_kwargs(case) -> dict:
+    """The kernel call's feature keywords for ``case`` (a :class:`Case` or a varlen case)."""
+    out = {}
+    if case.softmax_scale is not None:
+        out["scale"] = case.softmax_scale
+    if case.window is not None:
+        out["window"] = case.window
+    if case.softcap:
+        out["softcap"] = case.softcap
+    if case.causal_alignment != "top_left":
+        out["causal_alignment"] = case.causal_alignment
+    return out
+
+
+def features_used(case) -> set[str]:
+    """The feature names ``case`` uses, apart from GQA (which depends on the kind of case)."""
+    kwargs = feature_kwargs(case)
+    names = {"scale": "scale", "window": "window", "softcap": "softcap", "causal_alignment": "bottom_right"}
+    return {names[key] for key in kwargs}
 
 
 def parse_line(cls, line: str, *, example: str):

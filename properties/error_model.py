@@ -47,7 +47,9 @@ Why each piece:
 
 The reference's error is measured only where the reference is finite: a same-dtype reference can
 overflow (fp16 scores past 65504) where the kernel, accumulating in float32, must not.
-Non-finite kernel values where the oracle is finite are always a failure, reported on their own.
+Non-finite kernel values where the oracle is finite are always a failure, reported on their own; so
+is anything but the same infinity where the oracle is infinite (the lse of a row that sees no key
+is exactly ``-inf``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from oracle.dense import expand_kv
 
 UNIT_ROUNDOFF: dict[torch.dtype, float] = {
     torch.float16: 2.0**-11,
@@ -84,9 +88,10 @@ GRADIENT = Quantity("gradient", 2.0)
 
 def gradient_magnitudes(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
-    oracle_grads: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    oracle_grads: tuple[torch.Tensor, torch.Tensor, torch.Tensor], *, scale: float | None = None,
 ) -> tuple[float, float, float]:
-    """Floor magnitudes for ``dq, dk, dv`` (see the module docstring for the reasoning)."""
+    """Floor magnitudes for ``dq, dk, dv`` (see the module docstring for the reasoning); ``scale``
+    is the softmax scale (``None``: ``1 / sqrt(d)``)."""
 
     def row_norm(t: torch.Tensor) -> float:
         return float(t.double().norm(dim=-1).max())
@@ -94,7 +99,7 @@ def gradient_magnitudes(
     def elem(t: torch.Tensor) -> float:
         return float(t.double().abs().max())
 
-    scale = q.shape[-1] ** -0.5
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     dp = scale * row_norm(do) * row_norm(v)
     terms = (dp * elem(k), dp * elem(q), elem(do))
     return tuple(max(term, elem(g)) for term, g in zip(terms, oracle_grads))
@@ -115,6 +120,26 @@ def max_abs_error(x: torch.Tensor, oracle: torch.Tensor) -> float:
     if not bool(both.any()):
         return 0.0
     return float((x.double() - oracle.double()).abs()[both].max())
+
+
+def assert_finite_where_expected(
+    name: str, actual: torch.Tensor, expected: torch.Tensor, *, context: str,
+    axes: tuple[str, ...] = ("row", "col"),
+) -> None:
+    """Raise ``AssertionError`` where ``actual`` is non-finite and ``expected`` finite, or where
+    ``expected`` is infinite (the lse of a row that sees no key is ``-inf``) and ``actual`` is
+    anything else: an infinity is exact, so no bound applies to it."""
+    shape = tuple(expected.shape)
+    for bad, what in ((~torch.isfinite(actual) & torch.isfinite(expected), "non-finite values where "
+                       "finite ones were expected"),
+                      (torch.isinf(expected) & (actual != expected), "values other than the "
+                       "expected infinity")):
+        if bool(bad.any()):
+            first = int(bad.reshape(-1).nonzero()[0])
+            raise AssertionError(
+                f"{name}: {context}: {int(bad.sum())} {what}; first at {_index(first, shape, axes)}: "
+                f"got {actual.reshape(-1)[first].item()}, expected {expected.reshape(-1)[first].item():.6g}"
+            )
 
 
 def error_bound(
@@ -172,14 +197,7 @@ def assert_within_error_model(
             f"{quantity.name}: {context}: shape {tuple(actual.shape)}, expected {tuple(oracle.shape)}"
         )
     shape = tuple(oracle.shape)
-    bad = ~torch.isfinite(actual) & torch.isfinite(oracle)
-    if bool(bad.any()):
-        first = int(bad.reshape(-1).nonzero()[0])
-        raise AssertionError(
-            f"{quantity.name}: {context}: {int(bad.sum())} non-finite values where the oracle is "
-            f"finite; first at {_index(first, shape, axes)}: "
-            f"got {actual.reshape(-1)[first].item()}, oracle {oracle.reshape(-1)[first].item():.6g}"
-        )
+    assert_finite_where_expected(quantity.name, actual, oracle, context=context, axes=axes)
     bound, how = error_bound(quantity, reference, oracle, dtype=dtype, magnitude=magnitude,
                              scores=scores)
     err = (actual.double() - oracle.double()).abs()
@@ -243,14 +261,7 @@ def assert_within_bound(
             f"{name}: {context}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
         )
     shape = tuple(expected.shape)
-    bad = ~torch.isfinite(actual) & torch.isfinite(expected)
-    if bool(bad.any()):
-        first = int(bad.reshape(-1).nonzero()[0])
-        raise AssertionError(
-            f"{name}: {context}: {int(bad.sum())} non-finite values where finite ones were expected; "
-            f"first at {_index(first, shape, axes)}: got {actual.reshape(-1)[first].item()}, "
-            f"expected {expected.reshape(-1)[first].item():.6g}"
-        )
+    assert_finite_where_expected(name, actual, expected, context=context, axes=axes)
     err = (actual.double() - expected.double()).abs()
     err = torch.where(torch.isfinite(expected), err, torch.zeros_like(err))
     worst = int(err.reshape(-1).argmax())
@@ -317,25 +328,35 @@ def exact_grid_spacing(dtype: torch.dtype, limit: float) -> float:
     return max(2.0**e * UNIT_ROUNDOFF[dtype], 2 * UNIT_ROUNDOFF[dtype] * torch.finfo(dtype).smallest_normal)
 
 
-def score_magnitude(q: torch.Tensor, k: torch.Tensor) -> float:
+def score_magnitude(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = None) -> float:
     """``S = scale max_ij sum_c |q_ic| |k_jc|``: the size every score's rounding is relative to.
 
     A score is a dot product, and its rounding is relative to the sum of the absolute products,
     not to the score itself: when q is nearly orthogonal to k the score is small by cancellation and
     its error is not. ``S`` bounds every ``|score|`` too. Computed in float64 over all pairs
     (``n_q x n_k`` per leading index, as the oracle is).
+    ``scale`` is the softmax scale (``None``: ``1 / sqrt(d)``); k may have fewer heads than q
+    (grouped-query attention).
     """
     with torch.no_grad():
-        sums = torch.matmul(q.double().abs(), k.double().abs().transpose(-2, -1))
-    return float(sums.max()) / math.sqrt(q.shape[-1])
+        sums = torch.matmul(q.double().abs(), expand_kv(q, k).double().abs().transpose(-2, -1))
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    return float(sums.max()) * scale if sums.numel() else 0.0
 
 
-def output_scales(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, float]:
+def output_scales(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float | None = None
+) -> dict[str, float]:
     """``magnitude`` and ``scores`` for a bound on an attention output (see the module docstring)."""
-    return {"magnitude": float(v.abs().max()), "scores": score_magnitude(q, k)}
+    return {"magnitude": float(v.abs().max()), "scores": score_magnitude(q, k, scale=scale)}
 
 
-def lse_scales(q: torch.Tensor, k: torch.Tensor, lse_oracle: torch.Tensor) -> dict[str, float]:
+def lse_scales(
+    q: torch.Tensor, k: torch.Tensor, lse_oracle: torch.Tensor, *, scale: float | None = None
+) -> dict[str, float]:
     """``magnitude`` and ``scores`` for a bound on an lse: an absolute floor (magnitude 1) that grows
-    with :func:`score_magnitude`, or with ``max |lse|`` where that is larger."""
-    return {"magnitude": 1.0, "scores": max(score_magnitude(q, k), float(lse_oracle.abs().max()))}
+    with :func:`score_magnitude`, or with ``max |lse|`` where that is larger (over the rows that see
+    a key: the others' lse is ``-inf``, exactly)."""
+    finite = lse_oracle[torch.isfinite(lse_oracle)]
+    top = float(finite.abs().max()) if finite.numel() else 0.0
+    return {"magnitude": 1.0, "scores": max(score_magnitude(q, k, scale=scale), top)}

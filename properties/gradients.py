@@ -15,8 +15,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from properties import _common
 from properties.case import Case
-from properties.kernels import NotApplicable, kernel_name
-from properties.oracle_agreement import default_device
+from properties.kernels import NotApplicable, default_device, gated, kernel_name
 
 GRADCHECK_SIZES = {"n_q": 5, "n_k": 7, "head_dim": 4}
 """Gradcheck perturbs each input element twice: the case is cut to at most these sizes (and one
@@ -56,20 +55,29 @@ def _worst_jacobian_entry(fn, inputs) -> str:
     return worst[1]
 
 
+@gated
 def check_gradcheck_float64(kernel: ModuleType, case: Case, device=None) -> None:
-    """``torch.autograd.gradcheck`` of the kernel in float64 on a small cut of the case."""
+    """``torch.autograd.gradcheck`` of the kernel in float64 on a small cut of the case (with its
+    features; a grouped-query case keeps two query heads on one kv head)."""
     device = device or default_device()
+    dtypes = getattr(kernel, "SUPPORTED_DTYPES", None)
+    if dtypes is not None and torch.float64 not in tuple(dtypes):
+        raise NotApplicable(f"kernel module {kernel_name(kernel)} does not declare float64 "
+                            "(SUPPORTED_DTYPES), and gradcheck needs it")
+    gqa = "gqa" in case.needs()
     small = case.replace(**{key: min(getattr(case, key), size) for key, size in GRADCHECK_SIZES.items()},
-                         leading=(1,) if case.leading else (), scale=1.0)
+                         leading=(2,) if gqa else (1,) if case.leading else (), scale=1.0,
+                         kv_heads=1 if gqa else None)
     ctx = _common.context("check_gradcheck_float64", kernel, case) + f" (cut to {small})"
     q, k, v = (_common.place(t.double(), small, device, name).requires_grad_()
                for name, t in zip("qkv", small.make_qkv("cpu")))
+    f = small.features()
     try:
         with torch.no_grad():
-            kernel.attention(q, k, v, small.is_causal)
+            kernel.attention(q, k, v, small.is_causal, **f)
     except (TypeError, ValueError) as exc:
         raise NotApplicable(f"kernel module {kernel_name(kernel)} does not take float64 ({exc})") from exc
-    fn = lambda *a: kernel.attention(*a, small.is_causal)
+    fn = lambda *a: kernel.attention(*a, small.is_causal, **f)
     try:
         torch.autograd.gradcheck(fn, (q, k, v), eps=EPS, atol=ATOL, rtol=RTOL)
     except GradcheckError as exc:

@@ -1,31 +1,78 @@
-"""Kernel modules: loading one by name, and what a check does when a module lacks a capability.
+"""Kernel modules: the contract a module meets, loading one by name, and what a check does when a
+module lacks a capability.
 
-A *kernel module* is any importable module with
-``attention(q, k, v, is_causal=False) -> o`` (differentiable in q, k, v) and, optionally,
-``attention_with_lse(q, k, v, is_causal=False) -> (o, lse)`` with ``lse`` float32 of shape
-``q.shape[:-1]``, and, optionally, ``BATCH_INVARIANT = True``: a promise that each leading-dim
-slice is computed on its own, so a slice computed alone is bit-for-bit its part of a batched call
-(``check_batch_independent`` then demands exactly that).
+A *kernel module* is any importable module with::
+
+    attention(q, k, v, is_causal=False, *, scale=None, window=None, softcap=None,
+              causal_alignment="top_left") -> o
+
+differentiable in q, k, v, and, optionally, ``attention_with_lse(...same arguments...) -> (o, lse)``
+with ``lse`` float32 of shape ``q.shape[:-1]``. ``attention_with_lse`` may be forward-only (its ``o``
+need not carry a ``grad_fn``): gradients are always taken through ``attention``.
+
+The keyword arguments are the *features*; a module declares those it takes in ``FEATURES``, and a
+check that needs an undeclared one is :class:`NotApplicable` (with the reason), never a failure.
+A module without ``FEATURES`` takes none of them, and is only ever called as
+``attention(q, k, v, is_causal)``:
+
+- ``FEATURES = frozenset({...})``, a subset of :data:`FEATURE_NAMES`:
+
+  - ``"scale"``: ``scale`` is the softmax scale; ``None`` means ``1 / sqrt(d)``;
+  - ``"gqa"``: grouped/multi-query heads: q ``[..., h_q, n_q, d]``, k and v ``[..., h_kv, n_k, d]``
+    with ``h_q % h_kv == 0`` and every other leading dim equal; query head ``h`` uses kv head
+    ``h // (h_q // h_kv)`` (SDPA's ``enable_gqa`` and FlashAttention's convention);
+  - ``"bottom_right"``: ``causal_alignment="bottom_right"``. Let ``c_i = i`` (``"top_left"``, the
+    default: query ``i`` sees key ``j`` iff ``j <= i``) or ``c_i = i + n_k - n_q``
+    (``"bottom_right"``, FlashAttention-2's); it applies to ``is_causal`` and to windows alike;
+  - ``"window"``: ``window=(left, right)``, ints, ``-1`` unbounded on that side: query ``i`` sees
+    key ``j`` iff ``c_i - left <= j <= c_i + right`` (bounds of -1 dropped); with ``is_causal``,
+    also ``j <= c_i``. ``None`` means no window;
+  - ``"softcap"``: ``None`` or ``0`` is off; ``c > 0`` replaces each scaled score ``s`` by
+    ``c tanh(s / c)`` before the softmax, in the lse too; gradients include tanh's derivative;
+  - ``"varlen"``: the packed entry points below.
+
+- A row that sees no key (possible with windows, or bottom-right with ``n_q > n_k``) has ``o`` row
+  0, ``lse`` -inf, and no gradient flows from it. Never NaN.
+- Masks are exact, as everywhere in this contract: a hidden key contributes exactly nothing. So a
+  module with ``"window"`` computes ``window=(-1, -1)`` exactly as ``window=None``, and
+  ``window=(-1, 0)`` without ``is_causal`` exactly as ``is_causal=True``; and one with
+  ``"bottom_right"`` computes ``causal_alignment="bottom_right"`` exactly as ``"top_left"`` when
+  ``n_q == n_k`` (the same mask either way), bit for bit.
+
+Optional declared limits make a documented limit "n/a" with the reason, not a failure:
+``SUPPORTED_DTYPES`` (torch dtypes; default: any), ``MIN_HEAD_DIM`` and ``MAX_HEAD_DIM`` (default:
+none), and ``DEVICE_TYPES`` (e.g. ``{"cuda"}`` for a module that runs on GPUs only; default: any).
+
+Optionally, ``BATCH_INVARIANT = True``: a promise that each leading-dim slice is computed on its
+own, so a slice computed alone is bit-for-bit its part of a batched call (``check_batch_independent``
+then demands exactly that, and ``check_gqa_matches_repeated_kv`` demands that a GQA call equals
+bit-for-bit the call with k and v repeated per group).
 
 Optionally too, packed variable-length batches (:mod:`properties.varlen` checks them):
-``attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False)
--> o`` and ``attention_varlen_with_lse(...) -> (o, lse)``, with ``q [total_q, heads, d]``,
-``k, v [total_k, heads, d]`` (any strides), ``cu_seqlens_*`` int32 ``[batch + 1]`` offsets on q's
-device (0 first, non-decreasing, ``total`` last), ``max_seqlen_*`` ints at least the longest
-sequence; ``o`` like q, in q's dtype, differentiable in q, k, v; ``lse [total_q, heads]`` float32.
-Sequence ``b``'s queries (rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``) see only its keys, causal
-top-left per sequence; a sequence may have no queries (it produces nothing, its keys get zero
-gradients), but one with queries and no keys is a ``ValueError``. ``BATCH_INVARIANT = True`` then
-also promises that a sequence computed alone through ``attention`` is bit-for-bit its rows of the
-packed call (``check_varlen_matches_separate``).
+``attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False,
+*, <the features above>) -> o`` and ``attention_varlen_with_lse(...) -> (o, lse)``, with
+``q [total_q, h_q, d]``, ``k, v [total_k, h_kv, d]`` (any strides), ``cu_seqlens_*`` int32
+``[batch + 1]`` offsets on q's device (0 first, non-decreasing, ``total`` last), ``max_seqlen_*``
+ints at least the longest sequence; ``o`` like q, in q's dtype, differentiable in q, k, v;
+``lse [total_q, h_q]`` float32. Sequence ``b``'s queries (rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``)
+see only its keys, with causal alignment and windows per sequence; a sequence may have no queries (it
+produces nothing, its keys get zero gradients), but one with queries and no keys is a
+``ValueError``. ``BATCH_INVARIANT = True`` then also promises that a sequence computed alone
+through ``attention`` is bit-for-bit its rows of the packed call (``check_varlen_matches_separate``).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from types import ModuleType
 
+import torch
+
 DEFAULT_KERNEL = "flash"
+
+FEATURE_NAMES = ("scale", "gqa", "window", "softcap", "bottom_right", "varlen")
+"""Every feature a module may declare in ``FEATURES`` (see the module docstring)."""
 
 
 class NotApplicable(Exception):
@@ -63,3 +110,54 @@ def require_varlen(kernel: ModuleType, with_lse: bool = False):
         what = "the lse of packed batches" if with_lse else "packed variable-length batches"
         raise NotApplicable(f"kernel module {kernel_name(kernel)} has no {name}, so {what} cannot be checked")
     return fn
+
+
+def features(kernel: ModuleType) -> frozenset[str]:
+    """The features ``kernel`` declares (``FEATURES``; none if it has no such attribute)."""
+    declared = frozenset(getattr(kernel, "FEATURES", frozenset()))
+    unknown = declared - set(FEATURE_NAMES)
+    if unknown:
+        raise TypeError(f"kernel module {kernel_name(kernel)} declares unknown features {sorted(unknown)}; "
+                        f"known: {list(FEATURE_NAMES)}")
+    return declared
+
+
+def require_case(kernel: ModuleType, case, device: torch.device | str | None = None) -> None:
+    """Raise :class:`NotApplicable` unless ``kernel`` declares every feature ``case`` uses and the
+    case is inside its declared limits (dtype, head dim, device type)."""
+    missing = sorted(case.needs() - features(kernel))
+    if missing:
+        raise NotApplicable(f"kernel module {kernel_name(kernel)} does not declare feature(s) "
+                            f"{', '.join(missing)} (FEATURES), which this case uses")
+    dtypes = getattr(kernel, "SUPPORTED_DTYPES", None)
+    if dtypes is not None and case.torch_dtype not in tuple(dtypes):
+        raise NotApplicable(f"kernel module {kernel_name(kernel)} declares SUPPORTED_DTYPES "
+                            f"{[str(d).removeprefix('torch.') for d in dtypes]}, not {case.dtype}")
+    low, high = getattr(kernel, "MIN_HEAD_DIM", None), getattr(kernel, "MAX_HEAD_DIM", None)
+    if (low is not None and case.head_dim < low) or (high is not None and case.head_dim > high):
+        raise NotApplicable(f"kernel module {kernel_name(kernel)} declares head dims "
+                            f"[{low or 1}, {high or 'any'}], not {case.head_dim}")
+    types = getattr(kernel, "DEVICE_TYPES", None)
+    if device is not None and types is not None and torch.device(device).type not in types:
+        raise NotApplicable(f"kernel module {kernel_name(kernel)} runs on {sorted(types)} only "
+                            f"(DEVICE_TYPES), not {torch.device(device).type}")
+
+
+def default_device() -> torch.device:
+    """CUDA when there is a GPU, else the CPU (where Triton kernels run in the interpreter)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def gated(check):
+    """Decorate a check so that it first asks :func:`require_case` of the case it is given.
+
+    A check that transforms its case (makes it causal, adds a window) calls :func:`require_case`
+    again on what it built.
+    """
+
+    @functools.wraps(check)
+    def gated_check(kernel: ModuleType, case, device=None) -> None:
+        require_case(kernel, case, device or default_device())
+        return check(kernel, case, device)
+
+    return gated_check

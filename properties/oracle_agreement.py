@@ -13,48 +13,52 @@ import torch
 from oracle.dense import dense_attention
 from properties import error_model as em
 from properties.case import Case
-from properties.kernels import kernel_name, require_lse
+from properties.kernels import default_device, gated, kernel_name, require_lse
 
-
-def default_device() -> torch.device:
-    """CUDA when there is a GPU, else the CPU (where Triton kernels run in the interpreter)."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+__all__ = ["check_gradients_match_oracle", "check_lse_matches_oracle", "check_output_matches_oracle",
+           "default_device"]
 
 
 def _context(check: str, kernel: ModuleType, case: Case) -> str:
     return f"{check} failed for kernel {kernel_name(kernel)} on {case}"
 
 
+@gated
 def check_output_matches_oracle(kernel: ModuleType, case: Case, device=None) -> None:
     """The output ``o`` is within the error model of the float64 oracle."""
     q, k, v = case.make_qkv(device or default_device())
+    f = case.features()
     with torch.no_grad():
-        o = kernel.attention(q, k, v, case.is_causal)
-        o64, _ = dense_attention(q, k, v, case.is_causal)
-        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+        o = kernel.attention(q, k, v, case.is_causal, **f)
+        o64, _ = dense_attention(q, k, v, case.is_causal, **f)
+        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None, **f)
     em.assert_within_error_model(
-        em.OUTPUT, o, o64, o_ref, dtype=q.dtype, **em.output_scales(q, k, v),
+        em.OUTPUT, o, o64, o_ref, dtype=q.dtype, **em.output_scales(q, k, v, scale=case.softmax_scale),
         context=_context("check_output_matches_oracle", kernel, case),
     )
 
 
+@gated
 def check_lse_matches_oracle(kernel: ModuleType, case: Case, device=None) -> None:
-    """The row log-sum-exp is float32, shaped ``q.shape[:-1]``, and within the error model."""
+    """The row log-sum-exp is float32, shaped ``q.shape[:-1]``, and within the error model
+    (``-inf`` exactly, for a row that sees no key)."""
     attention_with_lse = require_lse(kernel)
     q, k, v = case.make_qkv(device or default_device())
+    f = case.features()
     context = _context("check_lse_matches_oracle", kernel, case)
     with torch.no_grad():
-        _, lse = attention_with_lse(q, k, v, case.is_causal)
-        _, lse64 = dense_attention(q, k, v, case.is_causal)
-        _, lse_ref = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+        _, lse = attention_with_lse(q, k, v, case.is_causal, **f)
+        _, lse64 = dense_attention(q, k, v, case.is_causal, **f)
+        _, lse_ref = dense_attention(q, k, v, case.is_causal, compute_dtype=None, **f)
     if lse.dtype != torch.float32:
         raise AssertionError(f"log-sum-exp: {context}: dtype {lse.dtype}, expected torch.float32")
     em.assert_within_error_model(
-        em.LSE, lse, lse64, lse_ref, dtype=q.dtype, **em.lse_scales(q, k, lse64), context=context,
-        axes=("row",),
+        em.LSE, lse, lse64, lse_ref, dtype=q.dtype, **em.lse_scales(q, k, lse64, scale=case.softmax_scale),
+        context=context, axes=("row",),
     )
 
 
+@gated
 def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) -> None:
     """``dq, dk, dv`` for a random upstream gradient are within the error model of the oracle's."""
     q, k, v = case.make_qkv(device or default_device())
@@ -66,11 +70,12 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
         out = fn(*leaves)
         return torch.autograd.grad(out, leaves, do.to(out.dtype))
 
-    got = grads(lambda *a: kernel.attention(*a, case.is_causal), None)
-    want = grads(lambda *a: dense_attention(*a, case.is_causal)[0], torch.float64)
-    ref = grads(lambda *a: dense_attention(*a, case.is_causal, compute_dtype=None)[0], None)
-    magnitudes = em.gradient_magnitudes(q, k, v, do, want)
-    scores = em.score_magnitude(q, k)
+    f = case.features()
+    got = grads(lambda *a: kernel.attention(*a, case.is_causal, **f), None)
+    want = grads(lambda *a: dense_attention(*a, case.is_causal, **f)[0], torch.float64)
+    ref = grads(lambda *a: dense_attention(*a, case.is_causal, compute_dtype=None, **f)[0], None)
+    magnitudes = em.gradient_magnitudes(q, k, v, do, want, scale=case.softmax_scale)
+    scores = em.score_magnitude(q, k, scale=case.softmax_scale)
     for name, g, g64, g_ref, magnitude in zip(("dq", "dk", "dv"), got, want, ref, magnitudes):
         quantity = em.Quantity(f"gradient {name}", em.GRADIENT.factor)
         em.assert_within_error_model(

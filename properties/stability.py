@@ -15,29 +15,23 @@ from types import ModuleType
 
 import torch
 
-from oracle.dense import dense_attention, dense_scores
+from oracle.dense import dense_attention, dense_scores, expand_kv
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
-from properties.kernels import kernel_name
-from properties.oracle_agreement import default_device
+from properties.kernels import default_device, gated, kernel_name
 
 
+@gated
 def check_convex_hull(kernel: ModuleType, case: Case, device=None) -> None:
     """Every ``o[i, c]`` lies in ``[min_j v[j, c], max_j v[j, c]]`` over visible keys ``j``, widened by
-    ``probability_sum_bound x max |v|`` (rows of recovered weights may sum to 1 +- that bound)."""
+    ``probability_sum_bound x max |v|`` (rows of recovered weights may sum to 1 +- that bound); a row
+    that sees no key is 0 (its hull is taken as ``[0, 0]``)."""
     q, k, v = case.make_qkv(device or default_device())
     ctx = _common.context("check_convex_hull", kernel, case)
-    o, _ = _common.forward(kernel, q, k, v, case.is_causal)
-    v64 = v.double()
-    if case.is_causal:
-        # Row i sees keys 0..min(i, n_k - 1): running extremes along the keys, then one per row.
-        lo, hi = v64.cummin(-2).values, v64.cummax(-2).values
-        last = torch.arange(case.n_q, device=v.device).clamp(max=case.n_k - 1)
-        lo, hi = lo[..., last, :], hi[..., last, :]
-    else:
-        lo = v64.amin(-2, keepdim=True).expand(o.shape)
-        hi = v64.amax(-2, keepdim=True).expand(o.shape)
+    o, _ = _common.forward(kernel, q, k, v, case.is_causal, **case.features())
+    v64 = expand_kv(q, v).double()
+    lo, hi = _visible_extremes(v64, _common.visible(case, v.device))
     slack = em.probability_sum_bound(q.dtype, case.n_k) * float(v.abs().max())
     o64 = o.double()
     # Distance outside [lo, hi] (0 inside), compared with the slack; NaN stays NaN and fails.
@@ -48,8 +42,32 @@ def check_convex_hull(kernel: ModuleType, case: Case, device=None) -> None:
     )
 
 
+def _visible_extremes(v: torch.Tensor, seen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row ``i`` and column ``c``, the min and max of ``v[..., j, c]`` over the keys ``j`` that
+    ``seen[i]`` marks (``[..., n_q, d]`` each; 0 for a row that sees no key).
+
+    Rows are taken in chunks so that the ``[..., rows, n_k, d]`` intermediate stays near 2^25
+    elements (a 4k x 4k GPU case would otherwise need gigabytes).
+    """
+    chunk = max(1, 2**25 // max(1, v.numel()))  # each row's intermediate has v's size
+    inf = torch.tensor(float("inf"), dtype=v.dtype, device=v.device)
+    los, his = [], []
+    for start in range(0, seen.shape[0], chunk):
+        mask = seen[start : start + chunk, :, None]  # [rows, n_k, 1]
+        vals = v.unsqueeze(-3)  # [..., 1, n_k, d]
+        lo = torch.where(mask, vals, inf).amin(-2)
+        hi = torch.where(mask, vals, -inf).amax(-2)
+        empty = ~mask.any(-2)  # [rows, 1]
+        los.append(lo.masked_fill(empty, 0.0))
+        his.append(hi.masked_fill(empty, 0.0))
+    return torch.cat(los, -2), torch.cat(his, -2)
+
+
+@gated
 def check_single_key(kernel: ModuleType, case: Case, device=None) -> None:
-    """With one key, every row returns that key's value row, and its lse is that key's score.
+    """With one key, every row that sees it returns that key's value row, and its lse is that key's
+    (scaled, capped) score; a row that does not see it (a window, or bottom-right alignment with
+    ``n_q > 1``) returns 0 and an lse of ``-inf``.
 
     Within the error model, not bit-for-bit: ``exp(0) / 1`` is exact in our kernel, but a kernel that
     computes ``exp2(s * c - m * c)`` with a fused multiply-add (as CUDA flash kernels do) gets a weight
@@ -57,43 +75,47 @@ def check_single_key(kernel: ModuleType, case: Case, device=None) -> None:
     same-dtype dense reference is exact here, so the bound is the error model's floor: a few units in
     the last place, far below what a real bug (a padding key in the softmax, a lost normalizer) gives.
     """
-    case = case.replace(n_k=1)
-    q, k, v = case.make_qkv(device or default_device())
+    device = device or default_device()
+    case = _common.transformed(kernel, case, device, n_k=1)
+    q, k, v = case.make_qkv(device)
+    f = case.features()
     ctx = _common.context("check_single_key", kernel, case)
-    o, lse = _common.forward(kernel, q, k, v, case.is_causal)
+    o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
+    sees = _common.visible(case, o.device)[:, 0]
     with torch.no_grad():
-        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None, **f)
+    want = (expand_kv(q, v).double() * sees[:, None]).expand(o.shape)
     em.assert_within_error_model(
-        em.Quantity("a single key returns its value row", em.OUTPUT.factor), o,
-        v.double().expand(o.shape), o_ref, dtype=q.dtype, **em.output_scales(q, k, v), context=ctx,
+        em.Quantity("a single key returns its value row", em.OUTPUT.factor), o, want, o_ref,
+        dtype=q.dtype, **em.output_scales(q, k, v, scale=case.softmax_scale), context=ctx,
     )
     if lse is not None:
-        s = dense_scores(q.double(), k.double(), case.is_causal)[..., 0]
-        b, how = _common.lse_bound(q, k, case.is_causal)
+        s = dense_scores(q.double(), k.double(), case.is_causal, **f)[..., 0]
+        b, how = _common.lse_bound(q, k, case.is_causal, **f)
         em.assert_within_bound("the lse of a single key is its score", lse, s, b, how, context=ctx,
                                axes=("row",))
 
 
+@gated
 def check_identical_keys(kernel: ModuleType, case: Case, device=None) -> None:
-    """With every key equal to the first, each row is the mean of the values it sees (the float64
-    mean is the oracle; the same-dtype dense reference sets the error-model bound)."""
+    """With every key equal to the first, each row is the mean of the values it sees (0 if it sees
+    none); the float64 mean is the oracle, the same-dtype dense reference sets the error-model bound.
+    Softcap and scale change nothing here: equal scores stay equal."""
     device = device or default_device()
     q, k, v = case.make_qkv(device)
     k = _common.place(k[..., :1, :].expand(k.shape).cpu(), case, device, "k")
+    f = case.features()
     ctx = _common.context("check_identical_keys", kernel, case)
-    o, _ = _common.forward(kernel, q, k, v, case.is_causal)
-    v64 = v.double()
-    if case.is_causal:
-        counts = torch.arange(1, case.n_k + 1, device=v.device, dtype=torch.float64)
-        means = v64.cumsum(-2) / counts[:, None]
-        mean = means[..., torch.arange(case.n_q, device=v.device).clamp(max=case.n_k - 1), :]
-    else:
-        mean = v64.mean(-2, keepdim=True).expand(o.shape)
+    o, _ = _common.forward(kernel, q, k, v, case.is_causal, **f)
+    seen = _common.visible(case, v.device).double()  # [n_q, n_k]
+    counts = seen.sum(-1, keepdim=True).clamp(min=1)
+    mean = torch.matmul(seen / counts, expand_kv(q, v).double())
     with torch.no_grad():
-        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None, **f)
     em.assert_within_error_model(
-        em.Quantity("identical keys give the mean of the values", em.OUTPUT.factor), o, mean, o_ref,
-        dtype=q.dtype, **em.output_scales(q, k, v), context=ctx,
+        em.Quantity("identical keys give the mean of the values", em.OUTPUT.factor), o,
+        mean.expand(o.shape), o_ref, dtype=q.dtype, **em.output_scales(q, k, v, scale=case.softmax_scale),
+        context=ctx,
     )
 
 
@@ -107,6 +129,7 @@ def large_score(dtype: torch.dtype) -> float:
     return min(LARGE_SCORE, torch.finfo(dtype).max / 64)
 
 
+@gated
 def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> None:
     """q scaled so that scores reach toward :func:`large_score` (k too, if q alone would leave the
     dtype): no NaN or inf, and o (and lse) within the error model."""
@@ -117,7 +140,7 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
     # up a score that is small only by cancellation (q nearly orthogonal to k) would amplify the
     # dot product's rounding, an ill-conditioning no kernel can avoid. Scores then reach a good
     # fraction of the target (about a third for normal data).
-    factor = large_score(q.dtype) / max(em.score_magnitude(q, k), 1e-30)
+    factor = large_score(q.dtype) / max(em.score_magnitude(q, k, scale=case.softmax_scale), 1e-30)
     # Scale q, and k for what q cannot take, keeping both a factor 4 inside the dtype's range.
     room = torch.finfo(q.dtype).max / 4
     f_q = min(factor, room / max(float(q.abs().max()), 1e-30))
@@ -130,14 +153,16 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
     ctx = f"check_large_logits_stable failed for kernel {kernel_name(kernel)} on {case_line}"
     q, k = _common.place(q, case, device, "q"), _common.place(k, case, device, "k")
     v = case.make_qkv(device)[2]
-    o, lse = _common.forward(kernel, q, k, v, case.is_causal)
+    f = case.features()
+    o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
     with torch.no_grad():
-        o64, lse64 = dense_attention(q, k, v, case.is_causal)
-        o_ref, lse_ref = dense_attention(q, k, v, case.is_causal, compute_dtype=None)
+        o64, lse64 = dense_attention(q, k, v, case.is_causal, **f)
+        o_ref, lse_ref = dense_attention(q, k, v, case.is_causal, compute_dtype=None, **f)
     # The error model's floor grows with em.score_magnitude: at scores of 1e4 the scores' own
     # rounding, not the dtype of the output, sets what a correct kernel can do.
-    em.assert_within_error_model(em.OUTPUT, o, o64, o_ref, dtype=q.dtype, **em.output_scales(q, k, v),
-                                 context=ctx)
+    scale = case.softmax_scale
+    em.assert_within_error_model(em.OUTPUT, o, o64, o_ref, dtype=q.dtype,
+                                 **em.output_scales(q, k, v, scale=scale), context=ctx)
     if lse is not None:
         em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=q.dtype,
-                                     **em.lse_scales(q, k, lse64), context=ctx, axes=("row",))
+                                     **em.lse_scales(q, k, lse64, scale=scale), context=ctx, axes=("row",))

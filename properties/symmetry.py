@@ -18,7 +18,7 @@ import torch
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
-from properties.oracle_agreement import default_device
+from properties.kernels import default_device, gated
 
 
 def _on_grid(t: torch.Tensor, spacing: float) -> torch.Tensor:
@@ -29,6 +29,7 @@ def _power_of_two_above(x: float) -> float:
     return 2.0 ** math.ceil(math.log2(max(x, 2.0**-14)))
 
 
+@gated
 def check_value_affine(kernel: ModuleType, case: Case, device=None) -> None:
     """``attention(q, k, a v + b) = a attention(q, k, v) + b`` for ``a = -2`` and ``b`` a constant.
 
@@ -49,13 +50,16 @@ def check_value_affine(kernel: ModuleType, case: Case, device=None) -> None:
     v2 = (a * v.double() + b).to(q.dtype)
     q, k = _common.place(q, case, device, "q"), _common.place(k, case, device, "k")
     v, v2 = (_common.place(t, case, device, "v") for t in (v, v2))
-    o, _ = _common.forward(kernel, q, k, v, case.is_causal)
-    o2, _ = _common.forward(kernel, q, k, v2, case.is_causal)
-    b_right, how_right = _common.output_bound(q, k, v, case.is_causal)
-    b_left, how_left = _common.output_bound(q, k, v2, case.is_causal)
+    f = case.features()
+    o, _ = _common.forward(kernel, q, k, v, case.is_causal, **f)
+    o2, _ = _common.forward(kernel, q, k, v2, case.is_causal, **f)
+    b_right, how_right = _common.output_bound(q, k, v, case.is_causal, **f)
+    b_left, how_left = _common.output_bound(q, k, v2, case.is_causal, **f)
     bound = em.two_sided_bound(b_left, b_right, coefficient=a)
+    # A row that sees no key is 0 whatever v is: b does not reach it.
+    sees = _common.visible(case, o.device).any(-1)[:, None]
     em.assert_within_bound(
-        f"value affine equivariance (a={a:g}, b={b:g})", o2, a * o.double() + b, bound,
+        f"value affine equivariance (a={a:g}, b={b:g})", o2, a * o.double() + b * sees, bound,
         f"bound of K(a v + b) [{how_left}] + |a| x bound of K(v) [{how_right}]", context=ctx,
     )
 
@@ -64,10 +68,14 @@ KEY_SHIFT = 4
 """The translation vector's elements are up to this many times the largest key element."""
 
 
+@gated
 def check_key_translation(kernel: ModuleType, case: Case, device=None) -> None:
     """Adding one vector ``u`` to every key leaves ``o`` unchanged and moves ``lse_i`` by
-    ``scale q_i . u``."""
+    ``scale q_i . u`` (run without softcap, which is not shift-invariant; with the case's softmax
+    scale, window and alignment)."""
     device = device or default_device()
+    if case.softcap:
+        case = case.replace(softcap=None)
     ctx = _common.context("check_key_translation", kernel, case)
     q, k, v = case.make_qkv("cpu")
     # u is up to SHIFT times the largest key element, so the scores move by tens of units: a
@@ -80,19 +88,21 @@ def check_key_translation(kernel: ModuleType, case: Case, device=None) -> None:
     k2 = (k.double() + u.double()).to(k.dtype)  # exact: on the grid, |k + u| <= (1 + SHIFT) top
     q, v = _common.place(q, case, device, "q"), _common.place(v, case, device, "v")
     k, k2 = (_common.place(t, case, device, "k") for t in (k, k2))
-    o, lse = _common.forward(kernel, q, k, v, case.is_causal)
-    o2, lse2 = _common.forward(kernel, q, k2, v, case.is_causal)
-    b_left, how_left = _common.output_bound(q, k2, v, case.is_causal)
-    b_right, _ = _common.output_bound(q, k, v, case.is_causal)
+    f = case.features()
+    o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
+    o2, lse2 = _common.forward(kernel, q, k2, v, case.is_causal, **f)
+    b_left, how_left = _common.output_bound(q, k2, v, case.is_causal, **f)
+    b_right, _ = _common.output_bound(q, k, v, case.is_causal, **f)
     em.assert_within_bound(
         "key translation leaves the output unchanged", o2, o, em.two_sided_bound(b_left, b_right),
         f"bound of K(k + u) + bound of K(k); each = {how_left}", context=ctx,
     )
     if lse is None:
         return
-    shift = (q.double() @ u.double().to(q.device)) / math.sqrt(q.shape[-1])
-    l_left, how_l = _common.lse_bound(q, k2, case.is_causal)
-    l_right, _ = _common.lse_bound(q, k, case.is_causal)
+    scale = 1 / math.sqrt(q.shape[-1]) if case.softmax_scale is None else case.softmax_scale
+    shift = (q.double() @ u.double().to(q.device)) * scale
+    l_left, how_l = _common.lse_bound(q, k2, case.is_causal, **f)
+    l_right, _ = _common.lse_bound(q, k, case.is_causal, **f)
     em.assert_within_bound(
         "key translation shifts the lse by scale q.u", lse2, lse.double() + shift,
         em.two_sided_bound(l_left, l_right), f"lse bound of K(k + u) + lse bound of K(k); each = {how_l}",
@@ -100,19 +110,21 @@ def check_key_translation(kernel: ModuleType, case: Case, device=None) -> None:
     )
 
 
+@gated
 def check_key_value_permutation(kernel: ModuleType, case: Case, device=None) -> None:
-    """Permuting keys and values together leaves the output unchanged (run non-causal: the causal
-    mask is tied to key positions)."""
-    case = case.replace(is_causal=False)
+    """Permuting keys and values together leaves the output unchanged (run non-causal and without a
+    window: masks are tied to key positions)."""
+    case = case.replace(is_causal=False, window=None, causal_alignment="top_left")
     device = device or default_device()
     ctx = _common.context("check_key_value_permutation", kernel, case)
     q, k, v = case.make_qkv(device)
     perm = torch.randperm(case.n_k, generator=torch.Generator().manual_seed(case.seed + 1)).to(device)
     k2, v2 = k[..., perm, :], v[..., perm, :]
-    o, _ = _common.forward(kernel, q, k, v, False)
-    o2, _ = _common.forward(kernel, q, k2, v2, False)
-    b_left, how = _common.output_bound(q, k2, v2, False)
-    b_right, _ = _common.output_bound(q, k, v, False)
+    f = case.features()
+    o, _ = _common.forward(kernel, q, k, v, False, **f)
+    o2, _ = _common.forward(kernel, q, k2, v2, False, **f)
+    b_left, how = _common.output_bound(q, k2, v2, False, **f)
+    b_right, _ = _common.output_bound(q, k, v, False, **f)
     em.assert_within_bound(
         "joint key/value permutation leaves the output unchanged", o2, o,
         em.two_sided_bound(b_left, b_right), f"bound of K(permuted) + bound of K; each = {how}",
@@ -120,18 +132,20 @@ def check_key_value_permutation(kernel: ModuleType, case: Case, device=None) -> 
     )
 
 
+@gated
 def check_query_permutation(kernel: ModuleType, case: Case, device=None) -> None:
-    """Permuting the queries permutes the output rows (run non-causal: the mask is tied to row
-    positions)."""
-    case = case.replace(is_causal=False)
+    """Permuting the queries permutes the output rows (run non-causal and without a window: masks
+    are tied to row positions)."""
+    case = case.replace(is_causal=False, window=None, causal_alignment="top_left")
     device = device or default_device()
     ctx = _common.context("check_query_permutation", kernel, case)
     q, k, v = case.make_qkv(device)
     perm = torch.randperm(case.n_q, generator=torch.Generator().manual_seed(case.seed + 2)).to(device)
-    o, _ = _common.forward(kernel, q, k, v, False)
-    o2, _ = _common.forward(kernel, q[..., perm, :], k, v, False)
-    b_left, how = _common.output_bound(q[..., perm, :], k, v, False)
-    b_right, _ = _common.output_bound(q, k, v, False)
+    f = case.features()
+    o, _ = _common.forward(kernel, q, k, v, False, **f)
+    o2, _ = _common.forward(kernel, q[..., perm, :], k, v, False, **f)
+    b_left, how = _common.output_bound(q[..., perm, :], k, v, False, **f)
+    b_right, _ = _common.output_bound(q, k, v, False, **f)
     em.assert_within_bound(
         "query permutation permutes the output rows", o2, o[..., perm, :],
         em.two_sided_bound(b_left, b_right), f"bound of K(permuted) + bound of K; each = {how}",
@@ -139,6 +153,7 @@ def check_query_permutation(kernel: ModuleType, case: Case, device=None) -> None
     )
 
 
+@gated
 def check_batch_independent(kernel: ModuleType, case: Case, device=None) -> None:
     """Each leading-dim slice computed alone (as a rank-2 call) agrees with its part of the batched
     result (first and last slice): bit-for-bit for a kernel module that declares
@@ -153,13 +168,16 @@ def check_batch_independent(kernel: ModuleType, case: Case, device=None) -> None
     device = device or default_device()
     ctx = _common.context("check_batch_independent", kernel, case)
     q, k, v = case.make_qkv(device)
-    o, lse = _common.forward(kernel, q, k, v, case.is_causal)
+    f = case.features()
+    o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
     n = math.prod(case.leading)
+    group = case.leading[-1] // case.kv_leading[-1] if case.leading else 1
     for flat in sorted({0, n - 1}):
-        idx = ()
+        idx = kv = ()
         if case.leading:
             idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), case.leading))
-        o1, lse1 = _common.forward(kernel, q[idx], k[idx], v[idx], case.is_causal)
+            kv = (*idx[:-1], idx[-1] // group)  # a query head's kv head (grouped-query attention)
+        o1, lse1 = _common.forward(kernel, q[idx], k[kv], v[kv], case.is_causal, **f)
         where = f" (slice {idx} alone vs batched)"
         if getattr(kernel, "BATCH_INVARIANT", False):
             em.assert_bit_equal("batch independence" + where, o1, o[idx], context=ctx)
@@ -167,11 +185,11 @@ def check_batch_independent(kernel: ModuleType, case: Case, device=None) -> None
                 em.assert_bit_equal("batch independence, lse" + where, lse1, lse[idx], context=ctx,
                                     axes=("row",))
             continue
-        b, how = _common.output_bound(q[idx], k[idx], v[idx], case.is_causal)
+        b, how = _common.output_bound(q[idx], k[kv], v[kv], case.is_causal, **f)
         em.assert_within_bound("batch independence" + where, o1, o[idx], em.two_sided_bound(b, b),
                                f"twice the slice's bound, {how}", context=ctx)
         if lse is not None:
-            b, how = _common.lse_bound(q[idx], k[idx], case.is_causal)
+            b, how = _common.lse_bound(q[idx], k[kv], case.is_causal, **f)
             em.assert_within_bound("batch independence, lse" + where, lse1, lse[idx],
                                    em.two_sided_bound(b, b), f"twice the slice's lse bound, {how}",
                                    context=ctx, axes=("row",))

@@ -11,18 +11,20 @@ import torch
 from oracle.dense import dense_attention
 from oracle.varlen import dense_attention_varlen
 
+FEATURES = frozenset({"scale", "gqa", "window", "softcap", "bottom_right", "varlen"})
+
 
 def attention_with_lse(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, **features
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    o, lse = dense_attention(q, k, v, is_causal)
+    o, lse = dense_attention(q, k, v, is_causal, **features)
     return o.to(q.dtype), lse.float().detach()
 
 
 def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, **features
 ) -> torch.Tensor:
-    return attention_with_lse(q, k, v, is_causal)[0]
+    return attention_with_lse(q, k, v, is_causal, **features)[0]
 
 
 def attention_varlen_with_lse(

@@ -14,18 +14,20 @@ from oracle.varlen import sequence_rows
 
 _mock = FlashAttentionMock()
 
+FEATURES = frozenset({"scale", "gqa", "window", "softcap", "bottom_right", "varlen"})
+
 
 def attention_with_lse(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, **features
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    o, lse = _mock(q, k, v, is_causal)
+    o, lse = _mock(q, k, v, is_causal, **features)
     return o, lse.float().detach()
 
 
 def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, **features
 ) -> torch.Tensor:
-    return _mock(q, k, v, is_causal)[0]
+    return _mock(q, k, v, is_causal, **features)[0]
 
 
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal):
