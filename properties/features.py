@@ -78,10 +78,12 @@ def check_gqa_matches_repeated_kv(kernel: ModuleType, case: Case, device=None) -
     """A grouped-query call equals the call with k and v repeated per group (``repeat_interleave``):
     outputs and lse bit for bit for a ``BATCH_INVARIANT`` module, else within the two-sided error
     model; ``dq`` likewise, and ``dk``, ``dv`` equal the repeated call's summed over each group,
-    within the error model. A case without grouped heads is given 4 query heads on 2 kv heads."""
+    within the error model. A case without grouped heads is given 4 query heads (or its own number,
+    if a multiple of 4) on half as many kv heads: at least two kv heads, so that a wrong kv head for
+    a query head shows."""
     device = device or default_device()
     if "gqa" not in case.needs():
-        heads = case.leading[-1] if case.leading and case.leading[-1] % 2 == 0 else 4
+        heads = case.leading[-1] if case.leading and case.leading[-1] % 4 == 0 else 4
         case = _common.transformed(kernel, case, device, leading=(*case.leading[:-1], heads),
                                    kv_heads=heads // 2)
     ctx = _common.context("check_gqa_matches_repeated_kv", kernel, case)

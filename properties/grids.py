@@ -127,3 +127,44 @@ def property_gpu_cases() -> list[Case]:
             Case(4097, 4095, 64, (1,), dtype, True, seed=4),
         ]
     return cases
+
+
+def feature_cpu_cases() -> list[Case]:
+    """Cases for the contract's features (n/a for a module that does not declare them): grouped
+    heads (ratios 2 to 8), windows at the tile edges (63, 64, 65) and one-sided, bottom-right
+    alignment with rows that see no key, softcaps that bite, small and large softmax scales, and all
+    of them together."""
+    return [
+        Case(65, 65, 16, (4,), "float32", True, kv_heads=2),
+        Case(97, 129, 24, (2, 8), "float16", False, "heads_last", kv_heads=1),  # multi-query
+        Case(129, 129, 32, (2,), "float32", True, window=(63, 0)),
+        Case(97, 65, 16, (1,), "float16", False, window=(64, 65), seed=1),
+        Case(65, 97, 16, (2,), "float32", False, "strided", window=(-1, 0), seed=2),
+        Case(80, 40, 16, (2,), "float32", True, causal_alignment="bottom_right"),  # 40 empty rows
+        Case(40, 80, 24, (2,), "float16", True, causal_alignment="bottom_right", window=(16, -1)),
+        Case(65, 65, 16, (2,), "float32", False, distribution="uniform", scale=3.0, softcap=2.0),
+        Case(33, 129, 32, (1,), "float16", True, softmax_scale=0.5, softcap=30.0),
+        Case(63, 65, 16, (2,), "float32", False, softmax_scale=0.01),
+        Case(64, 64, 16, (2,), "float16", False, softmax_scale=10.0, seed=3),
+        Case(97, 65, 24, (2, 4), "float32", True, "mixed", seed=4, kv_heads=2, softmax_scale=0.2,
+             window=(32, 8), softcap=5.0, causal_alignment="bottom_right"),
+    ]
+
+
+def feature_gpu_cases() -> list[Case]:
+    """Feature cases for a compiled kernel: every dtype, head dims 64 and 128, GQA 8:1, windows at
+    tile edges over a few thousand keys, empty rows, softcap and scale, up to 4k."""
+    cases = []
+    for dtype in GPU_DTYPES:
+        cases += [
+            Case(1023, 1025, 128, (2, 8), dtype, True, kv_heads=1),
+            Case(513, 513, 64, (1, 8), dtype, False, "heads_last", seed=1, kv_heads=2),
+            Case(2049, 2049, 64, (1, 2), dtype, True, seed=2, window=(1024, 0)),
+            Case(1025, 1023, 128, (2,), dtype, False, seed=3, window=(63, 64)),
+            Case(1023, 257, 64, (2,), dtype, True, seed=4, causal_alignment="bottom_right"),
+            Case(4097, 4095, 64, (1, 2), dtype, True, seed=5, softcap=30.0),
+            Case(1023, 1023, 128, (2,), dtype, False, seed=6, softmax_scale=0.05, softcap=10.0),
+            Case(769, 1024, 64, (2, 4), dtype, True, "strided", seed=7, kv_heads=2, softmax_scale=0.3,
+                 window=(255, 64), softcap=20.0, causal_alignment="bottom_right"),
+        ]
+    return cases

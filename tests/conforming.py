@@ -48,14 +48,35 @@ def visible(n_q: int, n_k: int, is_causal: bool, window, causal_alignment: str, 
     return seen
 
 
+def softmax_scale(q: torch.Tensor, scale: float | None) -> float:
+    return 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+
+
+def cap(s: torch.Tensor, softcap: float) -> torch.Tensor:
+    return softcap * torch.tanh(s / softcap)
+
+
+HIDDEN = float("-inf")
+"""The score of a key a row does not see."""
+
+
 def scores(q, k, is_causal, scale, window, softcap, causal_alignment):
     """Scaled, capped, masked scores in the accumulator dtype."""
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = torch.matmul(up(q), up(kv_heads(q, k)).transpose(-2, -1)) * scale
+    s = torch.matmul(up(q), up(kv_heads(q, k)).transpose(-2, -1)) * softmax_scale(q, scale)
     if softcap:
-        s = softcap * torch.tanh(s / softcap)
+        s = cap(s, softcap)
     seen = visible(q.shape[-2], k.shape[-2], is_causal, window, causal_alignment, q.device)
-    return s.masked_fill(~seen, float("-inf"))
+    return s.masked_fill(~seen, HIDDEN)
+
+
+def attend(s: torch.Tensor, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``softmax(s) v`` in the accumulator dtype, cast to q's; a row of ``s`` that is all ``-inf``
+    (it sees no key) gives 0."""
+    m = s.amax(-1, keepdim=True)
+    p = torch.exp(s - m.masked_fill(torch.isneginf(m), 0.0))  # a row with no key: all weights 0
+    l_i = p.sum(-1, keepdim=True)
+    o = torch.matmul(p, up(kv_heads(q, v))) / l_i.masked_fill(l_i == 0, 1.0)
+    return o.to(q.dtype)
 
 
 def attention(
@@ -63,12 +84,7 @@ def attention(
     scale: float | None = None, window: tuple[int, int] | None = None, softcap: float | None = None,
     causal_alignment: str = "top_left",
 ) -> torch.Tensor:
-    s = scores(q, k, is_causal, scale, window, softcap, causal_alignment)
-    m = s.amax(-1, keepdim=True)
-    p = torch.exp(s - m.masked_fill(torch.isneginf(m), 0.0))  # a row with no key: all weights 0
-    l_i = p.sum(-1, keepdim=True)
-    o = torch.matmul(p, up(kv_heads(q, v))) / l_i.masked_fill(l_i == 0, 1.0)
-    return o.to(q.dtype)
+    return attend(scores(q, k, is_causal, scale, window, softcap, causal_alignment), q, v)
 
 
 def attention_with_lse(
@@ -78,7 +94,5 @@ def attention_with_lse(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     # Forward-only, as the contract allows: no graph is recorded for o.
     with torch.no_grad():
-        o = attention(q, k, v, is_causal, scale=scale, window=window, softcap=softcap,
-                      causal_alignment=causal_alignment)
-        lse = torch.logsumexp(scores(q, k, is_causal, scale, window, softcap, causal_alignment), -1)
-    return o, lse.float()
+        s = scores(q, k, is_causal, scale, window, softcap, causal_alignment)
+        return attend(s, q, v), torch.logsumexp(s, -1).float()

@@ -13,7 +13,7 @@ each a bug of the packed path on top of a correct dense one, judged on one packe
 
 import pytest
 
-from properties import ALL_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
+from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_case import VarlenCase
 
@@ -68,12 +68,30 @@ BROKEN = {
     "check_gradcheck_float64": ("dq_unscaled", {"check_gradcheck_float64", "check_gradients_match_oracle"}),
 }
 
+FEATURE_BROKEN = {
+    # The feature checks give CASE the feature they need (the window check a window, the GQA
+    # check grouped heads...), so the same plain case serves. Each module is tests/conforming.py
+    # with one step replaced (tests/broken/_features.py); the oracle checks see none of these bugs
+    # on CASE, which uses no feature: the bugs live where only the feature checks look.
+    "check_gqa_matches_repeated_kv": ("gqa_kv_head_modulo", {"check_gqa_matches_repeated_kv"}),
+    "check_window_hides_keys": ("window_right_off_by_one", {
+        "check_window_hides_keys",
+        "check_window_extremes_exact"}),  # (-1, 0) becomes (-1, 1): not the causal mask
+    "check_window_extremes_exact": ("window_zero_unbounded", {"check_window_extremes_exact"}),
+    "check_bottom_right_square_exact": ("bottom_right_strict", {"check_bottom_right_square_exact"}),
+    "check_empty_rows": ("hidden_large_negative", {"check_empty_rows"}),
+    "check_softcap": ("softcap_last_tile_only", {"check_softcap"}),
+    "check_scale_matches_prescaled_q": ("scale_ignored", {"check_scale_matches_prescaled_q"}),
+}
+
 CHECKS = {check.__name__: check for check in ALL_CHECKS}
 
 
 def test_every_invariant_has_a_broken_module():
     assert set(BROKEN) == {check.__name__ for check in INVARIANT_CHECKS}
-    assert len({module for module, _ in BROKEN.values()}) == len(BROKEN), "one bug per check"
+    assert set(FEATURE_BROKEN) == {check.__name__ for check in FEATURE_CHECKS}
+    modules = [module for module, _ in (*BROKEN.values(), *FEATURE_BROKEN.values())]
+    assert len(set(modules)) == len(modules), "one bug per check"
 
 
 def _failures(kernel, case):
@@ -88,9 +106,9 @@ def _failures(kernel, case):
     return failed
 
 
-@pytest.mark.parametrize("check_name", list(BROKEN))
+@pytest.mark.parametrize("check_name", [*BROKEN, *FEATURE_BROKEN])
 def test_broken_module_fails_its_check(check_name):
-    module, expected = BROKEN[check_name]
+    module, expected = {**BROKEN, **FEATURE_BROKEN}[check_name]
     kernel = load_kernel(f"tests.broken.{module}")
     failed = _failures(kernel, CASE)
     assert check_name in failed, f"{check_name} did not catch tests.broken.{module}"

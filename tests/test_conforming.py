@@ -1,0 +1,44 @@
+"""The suite's guard against false failures: every check on modules that meet the contract.
+
+``tests.conforming`` is the minimal conforming module (dense float32 PyTorch, a forward-only
+``attention_with_lse``, no ``BATCH_INVARIANT``, no varlen, every feature declared): the CPU suite
+runs every check on it, over the property and feature grids, whatever ``--kernel`` is, and nothing
+may fail. The references that declare the features, the blockwise mock and the dense oracle
+adapter, run the feature grid the same way. A check that fails one of them demands more than the
+contract in ``properties/kernels.py`` promises: fix the check, or write the promise into the
+contract first.
+"""
+
+import pytest
+
+from properties import ALL_CHECKS, load_kernel
+from properties.grids import feature_cpu_cases, property_cpu_cases
+from properties.varlen import VARLEN_CHECKS
+from properties.varlen_grids import varlen_cpu_cases
+from tests.helpers import case_params, run_check
+
+CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
+REFERENCES = ("oracle.adapters.mock", "oracle.adapters.dense")
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(property_cpu_cases() + feature_cpu_cases()))
+def test_conforming_module_passes(check, case):
+    run_check(check, load_kernel("tests.conforming"), case)
+
+
+def test_conforming_module_has_no_varlen():
+    # Its varlen checks must be n/a, never failures: the contract makes varlen optional.
+    from properties.kernels import NotApplicable
+
+    kernel = load_kernel("tests.conforming")
+    for check in VARLEN_CHECKS:
+        with pytest.raises(NotApplicable):
+            check(kernel, varlen_cpu_cases()[0], "cpu")
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(feature_cpu_cases()))
+@pytest.mark.parametrize("module", REFERENCES)
+def test_references_take_the_features(module, check, case):
+    run_check(check, load_kernel(module), case)
