@@ -8,6 +8,8 @@
   ``gpu`` live in :mod:`fuzz.profiles`, shared with ``python -m fuzz``; all save to one example
   database, ``$FLASH_HYPOTHESIS_DB`` (default ``.hypothesis/examples``), so failures found anywhere
   can be replayed from a copy of it. ``--hypothesis-profile P`` picks another.
+- Under pytest-xdist, each worker runs on one GPU of several (``-n 16`` on 8 GPUs: two per card);
+  ``--max-workers-per-gpu K`` (or ``FLASH_WORKERS_PER_GPU=K``) caps them; see :mod:`fuzz.gpus`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import os
 import pytest
 import torch
 
-from fuzz import profiles
+from fuzz import gpus, profiles
 from properties.kernels import DEFAULT_KERNEL, load_kernel
 
+gpus.pin_xdist_worker()  # first, before anything here touches CUDA
 profiles.load()
 
 
@@ -30,6 +33,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="kernel module under test (default: $FLASH_KERNEL, else 'flash'); any importable "
         "module with attention(q, k, v, is_causal) and optionally attention_with_lse",
     )
+    parser.addoption(
+        "--max-workers-per-gpu", metavar="K", type=gpus.parse_cap, default=os.environ.get(gpus.CAP_ENV),
+        help=f"refuse -n above K xdist workers per visible GPU (default: ${gpus.CAP_ENV}, else no cap)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,6 +46,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if chosen:
         profiles.load(chosen)
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; `pytest -m gpu` runs only these")
+    # -n is a number by now (pytest-xdist resolved `auto`), and None inside a worker.
+    problem = gpus.too_many_workers(config.getoption("numprocesses", None),
+                                    config.getoption("--max-workers-per-gpu"))
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

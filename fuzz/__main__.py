@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 
+from fuzz import gpus
 from properties.kernels import DEFAULT_KERNEL
 
 
@@ -62,21 +63,35 @@ def _table(rows: list[tuple], header: tuple) -> str:
 
 
 def cmd_run(args) -> int:
-    from fuzz import profiles
+    from fuzz import parallel, profiles
     from fuzz.runner import fuzz_checks
 
+    if args.workers < 1:
+        print(f"python -m fuzz run: --workers must be at least 1, not {args.workers}", file=sys.stderr)
+        return 2
+    problem = args.workers > 1 and gpus.too_many_workers(args.workers, args.max_workers_per_gpu)
+    if problem:
+        print(f"python -m fuzz run: {problem}", file=sys.stderr)
+        return 2
     profile = profiles.load(args.profile)
     db_dir = args.db or profiles.database_dir()
     size = _size(args.size)
     checks = _checks(args.check)
+    names = [c.__name__ for c in checks]
+    plan = parallel.deal(names, args.workers) if args.workers > 1 else None
+    spread = ""
+    if plan:
+        pinned = dict.fromkeys(device for _, device in plan if device is not None)
+        spread = f", {len(plan)} workers" + (f" on GPUs {','.join(pinned)}" if pinned else "")
     print(f"fuzzing kernel {args.kernel}: {len(checks)} checks, {args.budget:g} s, profile {profile}, "
-          f"{size.name} sizes, database {db_dir}", flush=True)
+          f"{size.name} sizes, database {db_dir}{spread}", flush=True)
     start = time.monotonic()
-    results = fuzz_checks(
-        args.kernel, check_names=[c.__name__ for c in checks], budget=args.budget, size=size,
-        database=profiles.database(db_dir), profile=profile, shrink_budget=args.shrink_budget,
-        case_timeout=args.case_timeout, random_seed=args.seed,
-    )
+    options = dict(budget=args.budget, size=size, profile=profile, shrink_budget=args.shrink_budget,
+                   case_timeout=args.case_timeout, random_seed=args.seed)
+    if plan:
+        results = parallel.fuzz_spread(args.kernel, plan=plan, database_dir=db_dir, **options)
+    else:
+        results = fuzz_checks(args.kernel, check_names=names, database=profiles.database(db_dir), **options)
     rows = [(r.name, r.examples, r.failed, r.not_applicable, r.verdict) for r in results]
     print()
     print(_table(rows, ("property", "examples", "failures", "n/a", "verdict")))
@@ -194,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="seconds a failure may be shrunk past its check's share (default: max(share, 60))")
     run.add_argument("--case-timeout", type=float, default=600.0,
                      help="seconds one check may take on one case before it fails as a timeout")
+    run.add_argument("--workers", type=int, default=1, help="fuzz processes, the checks shared among "
+                     "them, each on its own GPU when there are several (default: 1)")
+    run.add_argument("--max-workers-per-gpu", metavar="K", type=gpus.parse_cap, default=gpus.env_cap(),
+                     help=f"refuse --workers above K per visible GPU (default: ${gpus.CAP_ENV}, else no cap)")
     run.set_defaults(func=cmd_run)
 
     replay = sub.add_parser("replay", help="re-run every failing example saved in the database")
