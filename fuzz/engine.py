@@ -47,6 +47,7 @@ def fuzz_given(
     settings_: settings | None = None,
     random_seed: int | None = None,
     seconds: float | None = None,
+    features: frozenset[str] = frozenset(),
 ) -> Callable[[Callable[[Case | VarlenCase], None]], Callable[[], None]]:
     """Decorator: run ``body(case)`` on cases of ``size`` as a Hypothesis test keyed by the check
     (a :class:`Case`, or a :class:`VarlenCase` for a varlen check, see :func:`is_varlen`).
@@ -60,9 +61,15 @@ def fuzz_given(
         random_seed: a fixed seed; without one, the ``ci`` profile fixes one per key.
         seconds: stop drawing new cases after this long (at least one is run; a failure found
             is still shrunk). None: only ``max_examples`` ends the test.
+        features: the kernel module's declared features (``properties.kernels.features``): the
+            cases drawn use only these. They are drawn after everything else, so the database
+            key stays the check's and the size's, and a saved plain case replays the same.
     """
     key = database_key(check_name, size)
-    strategy = varlen_cases(size=size) if is_varlen(check_name) else cases(size=size)
+    if is_varlen(check_name):
+        strategy = varlen_cases(size=size)
+    else:
+        strategy = cases(size=size, features=features)
 
     def decorate(body: Callable[[Case | VarlenCase], None]) -> Callable[[], None]:
         clock = {"start": 0.0, "runs": 0, "failed": False}

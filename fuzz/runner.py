@@ -26,6 +26,7 @@ from fuzz.engine import fuzz_given
 from fuzz.isolation import IsolatedChecker, Verdict
 from fuzz.strategies import Size
 from properties.case import Case
+from properties.kernels import features, load_kernel
 from properties.varlen_case import VarlenCase
 
 __all__ = ["CheckResult", "Progress", "fuzz_checks"]
@@ -150,6 +151,7 @@ def fuzz_checks(
         suppress_health_check=list(HealthCheck),
     )
     progress = progress or Progress(budget)
+    features = declared_features(kernel_name)
     results = {name: CheckResult(name) for name in check_names}
     deadline = time.monotonic() + budget
     pending = list(check_names)
@@ -161,6 +163,7 @@ def fuzz_checks(
                 share = max(0.0, deadline - time.monotonic()) / (len(pending) - i)
                 seed = None if random_seed is None else random_seed + round_no
                 spent = _fuzz_one(name, checker, results[name], share=share, size=size, base=base,
+                                  features=features,
                                   shrink_budget=max(share, 60.0) if shrink_budget is None else shrink_budget,
                                   random_seed=seed, progress=progress)
                 if not spent and results[name].verdict == "pass":
@@ -172,7 +175,17 @@ def fuzz_checks(
     return [results[name] for name in check_names]
 
 
-def _fuzz_one(name, checker, result, *, share, size, base, shrink_budget, random_seed, progress) -> bool:
+def declared_features(kernel_name: str) -> frozenset[str]:
+    """The features the kernel module declares, so that only those are drawn. The module is imported
+    here too (importing runs no kernel); if that fails, the worker reports why, and none are drawn."""
+    try:
+        return features(load_kernel(kernel_name))
+    except Exception:  # noqa: BLE001 - the worker process reports the import error itself
+        return frozenset()
+
+
+def _fuzz_one(name, checker, result, *, share, size, base, features, shrink_budget, random_seed,
+              progress) -> bool:
     """One Hypothesis run of check ``name``; True if it stopped because its time was up."""
     start = time.monotonic()
     search_end = start + share
@@ -180,7 +193,7 @@ def _fuzz_one(name, checker, result, *, share, size, base, shrink_budget, random
     grace = 5.0 + 0.25 * share
     examples_before = result.examples
 
-    @fuzz_given(name, size=size, settings_=base, random_seed=random_seed)
+    @fuzz_given(name, size=size, settings_=base, random_seed=random_seed, features=features)
     def fuzz(case: Case | VarlenCase) -> None:
         now = time.monotonic()
         if result.examples > examples_before and now > (shrink_end if result.failure else search_end):

@@ -32,6 +32,7 @@ __all__ = [
     "Size",
     "cases",
     "dtypes",
+    "feature_fields",
     "head_dims",
     "layouts",
     "leading_dims",
@@ -185,12 +186,14 @@ def _fit_leading(leading: tuple[int, ...], n_q: int, n_k: int, max_work: int) ->
 
 
 @st.composite
-def cases(draw, *, size: Size = CPU, block: int = BLOCK) -> Case:
-    """A :class:`Case`: lengths, head dim, leading dims, dtype, causality, layout, values, seed.
+def cases(draw, *, size: Size = CPU, block: int = BLOCK, features: frozenset[str] = frozenset()) -> Case:
+    """A :class:`Case`: lengths, head dim, leading dims, dtype, causality, layout, values, seed, and
+    the contract's features that ``features`` names (a kernel module's ``FEATURES``).
 
     Related values are drawn together: the pair of lengths at once, the distribution with its
     dtype-aware scale. Leading dims are trimmed so ``prod(leading) * n_q * n_k`` stays within
-    ``size.max_work``.
+    ``size.max_work``. The features are drawn last, each "off" first, so with none declared the
+    draws (and the examples saved in a database) are those of a plain case.
     """
     n_q, n_k = draw(length_pairs(size=size, block=block))
     head_dim = draw(head_dims(min_dim=size.min_head_dim))
@@ -200,7 +203,55 @@ def cases(draw, *, size: Size = CPU, block: int = BLOCK) -> Case:
     layout = draw(layouts())
     distribution, scale = draw(values(dtype=dtype))
     seed = draw(st.integers(0, 2**16))
-    return Case(n_q, n_k, head_dim, leading, dtype, is_causal, layout, distribution, scale, seed)
+    case = Case(n_q, n_k, head_dim, leading, dtype, is_causal, layout, distribution, scale, seed)
+    if not features:
+        return case
+    return case.replace(**draw(feature_fields(features=features, n_q=n_q, n_k=n_k, leading=leading,
+                                              max_work=size.max_work, block=block)))
+
+
+WINDOW_EDGES = (0, 1, 2, 16, 63, 64, 65, 127, 128, 129)
+"""Window bounds drawn often: 0 (the row's own key), small ones, and the tile edges."""
+
+SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0)
+"""Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30)."""
+
+SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0)
+"""Softmax scales drawn often, from 1e-2 (nearly uniform rows) to 10 (nearly one-hot)."""
+
+GQA_RATIOS = (1, 2, 4, 8, 3, 5, 6, 7)
+"""Query heads per kv head: 1 (no grouping) first, then the powers of two models use, then others."""
+
+
+def _window_bound(n_k: int) -> st.SearchStrategy[int]:
+    return st.one_of(st.just(-1), st.sampled_from(WINDOW_EDGES), st.integers(0, max(0, n_k)))
+
+
+@st.composite
+def feature_fields(draw, *, features: frozenset[str], n_q: int, n_k: int, leading: tuple[int, ...],
+                   max_work: int, block: int = BLOCK) -> dict:
+    """The feature fields of a :class:`Case` for a module that declares ``features``: grouped-query
+    heads (ratios 1 to 8, the heads grown to fit, within ``max_work``), windows at tile edges and
+    one-sided (so some rows may see no key), bottom-right alignment, softcaps of 1 to 50, softmax
+    scales of 1e-2 to 10. Each is off first, so each shrinks away when it is not needed."""
+    out: dict = {}
+    if "gqa" in features:
+        ratio = draw(st.sampled_from(GQA_RATIOS))
+        kv = leading[-1] if leading else 1
+        grouped = (*leading[:-1], kv * ratio)
+        if ratio > 1 and math.prod(grouped) * n_q * n_k > max_work:
+            kv, grouped = 1, (ratio,)  # the batch dims dropped to make room for the group
+        if ratio > 1 and math.prod(grouped) * n_q * n_k <= max_work:
+            out.update(leading=grouped, kv_heads=kv)
+    if "window" in features and draw(st.booleans()):
+        out["window"] = (draw(_window_bound(n_k)), draw(_window_bound(n_k)))
+    if "bottom_right" in features and draw(st.booleans()):
+        out["causal_alignment"] = "bottom_right"
+    if "softcap" in features and draw(st.booleans()):
+        out["softcap"] = draw(st.one_of(st.sampled_from(SOFTCAPS), st.floats(1.0, 50.0)))
+    if "scale" in features and draw(st.booleans()):
+        out["softmax_scale"] = draw(st.one_of(st.sampled_from(SOFTMAX_SCALES), st.floats(0.01, 10.0)))
+    return out
 
 
 @st.composite

@@ -24,7 +24,7 @@ from fuzz.strategies import CPU, CPU_QUICK, GPU, cases, varlen_cases
 from oracle.dense import dense_attention
 from properties import ALL_CHECKS
 from properties.case import DISTRIBUTIONS, Case
-from properties.kernels import NotApplicable, require_varlen
+from properties.kernels import NotApplicable, features, require_varlen
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_case import VarlenCase
 from tests.helpers import run_check
@@ -41,7 +41,7 @@ def _seconds() -> float | None:
 
 def _fuzz(kernel, check, size) -> None:
     """Fuzz ``check`` against ``kernel`` on cases of ``size``; each case notes how to replay it."""
-    @fuzz_given(check.__name__, size=size, seconds=_seconds())
+    @fuzz_given(check.__name__, size=size, seconds=_seconds(), features=features(kernel))
     def fuzz(case):
         note(f'replay: python -m fuzz repro "{case}" --check {check.__name__} --kernel {kernel.__name__}')
         run_check(check, kernel, case)
