@@ -19,10 +19,18 @@ from flash.varlen import FlashAttentionVarlen, attention_varlen, attention_varle
 BATCH_INVARIANT = True
 """Each leading-dim slice is computed by its own programs, so batching never changes a bit."""
 
+FEATURES = frozenset({"varlen"})
+"""Of the contract's features (``properties/kernels.py``), only packed batches so far: no softmax
+scale, grouped-query heads, window, softcap or bottom-right alignment; checks of those are n/a."""
+
+MIN_HEAD_DIM = 1
+
 __all__ = [
     "BATCH_INVARIANT",
+    "FEATURES",
     "INTERPRET",
     "MAX_HEAD_DIM",
+    "MIN_HEAD_DIM",
     "SUPPORTED_DTYPES",
     "BackwardConfig",
     "FlashAttention",

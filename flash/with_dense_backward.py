@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from flash import MAX_HEAD_DIM, MIN_HEAD_DIM, SUPPORTED_DTYPES  # noqa: F401  (the same limits)
 from flash import function as _function
 
 
