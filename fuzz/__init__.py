@@ -8,6 +8,7 @@
   ``python -m fuzz`` share saved failures;
 - :mod:`fuzz.isolation`: checks run in a worker process, so a crash is one case's failure;
 - :mod:`fuzz.runner`: ``fuzz run``, every check for a time budget;
+- :mod:`fuzz.report`: ``fuzz report``, a markdown table of checks x kernels from fuzzing each;
 - :mod:`fuzz.corpus`: the regression corpus (``fuzz/corpus.txt``) that ``fuzz pin`` appends to;
 - :mod:`fuzz.plot`: ``fuzz repro --plot``, the output's error over (row, column).
 """
