@@ -10,6 +10,7 @@
 - :mod:`fuzz.runner`: ``fuzz run``, every check for a time budget;
 - :mod:`fuzz.gpus`: one GPU per pytest-xdist worker and per ``fuzz run`` worker;
 - :mod:`fuzz.parallel`: ``fuzz run --workers N``, the checks shared among N processes;
+- :mod:`fuzz.report`: ``fuzz report``, a markdown table of checks x kernels from fuzzing each;
 - :mod:`fuzz.corpus`: the regression corpus (``fuzz/corpus.txt``) that ``fuzz pin`` appends to;
 - :mod:`fuzz.plot`: ``fuzz repro --plot``, the output's error over (row, column).
 """

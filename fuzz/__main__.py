@@ -1,15 +1,23 @@
-"""``python -m fuzz``: fuzz a kernel module, replay saved failures, reproduce one case, pin it.
+"""``python -m fuzz``: fuzz a kernel module, replay saved failures, reproduce one case, pin it,
+or tabulate several kernels' conformance.
 
     python -m fuzz run --kernel flash --budget 600        # fuzz every check for 10 minutes
     python -m fuzz replay                                 # re-run every failure in the database
     python -m fuzz repro "Case(n_q=65, ...)" --plot e.png # one case: full report, error plot
     python -m fuzz pin "Case(n_q=65, ...)" --check NAME   # keep it in the regression corpus
+    python -m fuzz report --kernel flash --kernel oracle.adapters.sdpa --output docs/conformance.md
 
 Every command takes ``VarlenCase(...)`` lines too (packed batches, checked by
 ``properties.varlen.VARLEN_CHECKS``); ``run`` fuzzes those checks as well, and reports them n/a for
 a kernel without ``attention_varlen``.
 
-Exit status: 1 when a check failed (``run``, ``replay``, ``repro``), 2 on bad arguments.
+``report`` fuzzes each kernel as ``run`` does (the budget shared equally among them) and prints a
+markdown table, checks x kernels: pass (with the worst error as a fraction of its bound, for the
+checks that compare with the oracle), FAIL (with its replay line) or n/a (with the reason); see
+:mod:`fuzz.report`. ``--output PATH`` writes it there too (without it, it is printed only).
+
+Exit status: 1 when a check failed (``run``, ``replay``, ``repro``, ``report``: a report gates like
+``run``, and is printed and written first), 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -187,6 +195,82 @@ def cmd_pin(args) -> int:
     return 0
 
 
+REPORT_BUDGET = 120.0
+"""``report``'s default budget: seconds in all, shared equally by the kernels."""
+
+REPORT_SHRINK_BUDGET = 20.0
+"""``report``'s default for the seconds a failure may be shrunk past its check's share (``run``'s
+default, at least 60 s per failing check, would let one broken kernel take most of a report's time)."""
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def _report_command(args, kernels: list[str], profile: str, size: str) -> str:
+    """The command that regenerates a report: ``args`` with the profile and the size resolved."""
+    import shlex
+
+    parts = ["python", "-m", "fuzz", "report"]
+    for kernel in kernels:
+        parts += ["--kernel", kernel]
+    parts += ["--budget", f"{args.budget:g}", "--profile", profile, "--size", size]
+    for name in args.check or ():
+        parts += ["--check", name]
+    if args.seed is not None:
+        parts += ["--seed", str(args.seed)]
+    if args.shrink_budget != REPORT_SHRINK_BUDGET:
+        parts += ["--shrink-budget", f"{args.shrink_budget:g}"]
+    if args.case_timeout != 600.0:
+        parts += ["--case-timeout", f"{args.case_timeout:g}"]
+    for option, value in (("--db", args.db), ("--output", args.output)):
+        if value:
+            parts += [option, value]
+    return shlex.join(parts)
+
+
+def cmd_report(args) -> int:
+    import functools
+    from pathlib import Path
+
+    from fuzz import profiles, report
+    from fuzz.runner import fuzz_checks
+
+    kernels = list(dict.fromkeys(args.kernel or [DEFAULT_KERNEL]))
+    missing = [k for k in kernels if not _importable(k)]
+    if missing or args.budget <= 0:
+        why = f"no kernel module named {missing}" if missing else f"--budget must be > 0, not {args.budget:g}"
+        print(f"python -m fuzz report: {why}", file=sys.stderr)
+        return 2
+    profile = profiles.load(args.profile)
+    size = _size(args.size)
+    checks = [c.__name__ for c in _checks(args.check)]
+    database = profiles.database(args.db or profiles.database_dir())
+    share = args.budget / len(kernels)
+    columns = {}
+    for kernel in kernels:
+        print(f"fuzzing kernel {kernel}: {len(checks)} checks, {share:g} s, profile {profile}, "
+              f"{size.name} sizes", file=sys.stderr, flush=True)
+        columns[kernel] = fuzz_checks(
+            kernel, check_names=checks, budget=share, size=size, database=database, profile=profile,
+            shrink_budget=args.shrink_budget, case_timeout=args.case_timeout, random_seed=args.seed,
+        )
+    header = report.header(_report_command(args, kernels, profile, size.name))
+    page = report.markdown(columns, replay=functools.partial(_command, "repro"), header=header)
+    print(page, end="")
+    if args.output:
+        path = Path(args.output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page)
+        print(f"written to {path}", file=sys.stderr)
+    return 1 if any(r.failure is not None for results in columns.values() for r in results) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -238,6 +322,36 @@ def main(argv: list[str] | None = None) -> int:
     pin.add_argument("--corpus", default=None, help="corpus file (default: $FLASH_FUZZ_CORPUS, "
                      "else fuzz/corpus.txt)")
     pin.set_defaults(func=cmd_pin)
+
+    report = sub.add_parser(
+        "report", help="fuzz several kernels and tabulate every check's verdict as markdown",
+        description="Fuzz each kernel as `run` does, then print a markdown table, checks x kernels: "
+        "'pass (N cases; F of bound, Q)' (F: the worst error as a fraction of the error model's bound, "
+        "for the checks that compare with the oracle), 'FAIL [n]' (note n: the replay line of the "
+        "smallest failing case) or 'n/a [n]' (note n: why the check did not apply). The page opens with "
+        "the date, the machine and the command that regenerates it. Exit status: 1 if any cell is FAIL "
+        "(after printing and writing the page), 2 on bad arguments, else 0.")
+    report.add_argument("--kernel", action="append", help="kernel module, one column each "
+                        "(repeatable; default: flash)")
+    report.add_argument("--budget", type=float, default=REPORT_BUDGET,
+                        help=f"wall-clock seconds for the search in all, shared equally by the kernels "
+                        f"(default: {REPORT_BUDGET:g}); shrinking a failure may add up to --shrink-budget")
+    report.add_argument("--check", action="append", help="only this check, one row (repeatable; "
+                        "default: every check)")
+    report.add_argument("--output", metavar="PATH", default=None,
+                        help="also write the page to PATH, e.g. docs/conformance.md (default: print only)")
+    report.add_argument("--profile", default=None, help="Hypothesis profile, as for run")
+    report.add_argument("--db", default=None, help="example database directory, as for run (its saved "
+                        "failures are tried first, and new ones saved)")
+    report.add_argument("--size", choices=("auto", "cpu", "cpu-quick", "gpu"), default="auto",
+                        help="case sizes, as for run")
+    report.add_argument("--seed", type=int, default=None, help="fix the random draws")
+    report.add_argument("--shrink-budget", type=float, default=REPORT_SHRINK_BUDGET,
+                        help="seconds a failure may be shrunk past its check's share "
+                        f"(default: {REPORT_SHRINK_BUDGET:g})")
+    report.add_argument("--case-timeout", type=float, default=600.0,
+                        help="seconds one check may take on one case before it fails as a timeout")
+    report.set_defaults(func=cmd_report)
 
     args = parser.parse_args(argv)
     return args.func(args)

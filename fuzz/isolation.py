@@ -31,10 +31,13 @@ FAILING = ("fail", "error", "crash", "timeout")
 
 @dataclass(frozen=True)
 class Verdict:
-    """What one check said about one case: a status (see the module docstring) and its message."""
+    """What one check said about one case: a status (see the module docstring), its message, and
+    the :class:`~properties.error_model.Margin` of each error-model comparison the check made
+    (``python -m fuzz report`` shows the worst; empty for a check that makes none)."""
 
     status: str
     message: str = ""
+    margins: tuple = ()
 
     @property
     def failed(self) -> bool:
@@ -43,23 +46,25 @@ class Verdict:
 
 def run_check(check, kernel, case) -> tuple[Verdict, bool]:
     """Run one check in this process: its :class:`Verdict`, and whether the device may be poisoned."""
+    from properties.error_model import record_margins
     from properties.kernels import NotApplicable
 
     try:
-        check(kernel, case)
+        with record_margins() as margins:
+            check(kernel, case)
     except NotApplicable as reason:
         return Verdict("n/a", str(reason)), False
     except AssertionError as exc:
-        return Verdict("fail", str(exc)), False
+        return Verdict("fail", str(exc), tuple(margins)), False
     except Exception as exc:  # noqa: BLE001 - any other exception is this case's failure
         tail = "".join(traceback.format_exception(exc)[-3:]).rstrip()
         message = f"{type(exc).__name__} raised by {check.__name__}: {exc}\n{tail}"
-        return Verdict("error", message), True
-    return Verdict("pass"), False
+        return Verdict("error", message, tuple(margins)), True
+    return Verdict("pass", "", tuple(margins)), False
 
 
 def _serve(conn, kernel_name: str) -> None:
-    """The worker's loop: receive ``(check_name, case_line)``, send back ``(status, message)``.
+    """The worker's loop: receive ``(check_name, case_line)``, send back ``(status, message, margins)``.
 
     A case line is a ``Case(...)`` or a ``VarlenCase(...)`` line; a check is any of ``EVERY_CHECK``."""
     import torch
@@ -80,7 +85,7 @@ def _serve(conn, kernel_name: str) -> None:
             return
         check_name, line = request
         verdict, poisoned = run_check(checks[check_name], kernel, parse_case(line))
-        conn.send((verdict.status, verdict.message))
+        conn.send((verdict.status, verdict.message, verdict.margins))
         if poisoned and on_gpu:
             return  # the CUDA context may be unusable; the parent starts a fresh worker
 
@@ -159,14 +164,14 @@ class IsolatedChecker:
                     self.restarts += 1
                     return Verdict("timeout", f"{check_name} gave no verdict within "
                                               f"{self.case_timeout:g} s; the worker was killed")
-            status, message = conn.recv()
+            status, message, margins = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             elapsed = time.monotonic() - start
             code = self._kill()
             self.restarts += 1
             return Verdict("crash", f"the worker process died (exit code {code}) after "
                                     f"{elapsed:.1f} s running {check_name} on this case")
-        return Verdict(status, message)
+        return Verdict(status, message, margins)
 
     def close(self) -> None:
         """Stop the worker."""

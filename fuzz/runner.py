@@ -26,6 +26,7 @@ from fuzz.engine import fuzz_given
 from fuzz.isolation import IsolatedChecker, Verdict
 from fuzz.strategies import Size
 from properties.case import Case
+from properties.error_model import Margin
 from properties.kernels import features, load_kernel
 from properties.varlen_case import VarlenCase
 
@@ -52,7 +53,9 @@ NOT_APPLICABLE_AFTER = 5
 
 @dataclass
 class CheckResult:
-    """What fuzzing one check found: counts, and the smallest failing case with its verdict."""
+    """What fuzzing one check found: counts, the smallest failing case with its verdict, the first
+    reason the check did not apply, and the passing examples' worst :class:`~properties.error_model.Margin`
+    (None for a check that makes no error-model comparison)."""
 
     name: str
     examples: int = 0
@@ -62,6 +65,8 @@ class CheckResult:
     failure: tuple[Case | VarlenCase, Verdict] | None = None
     shrink_cut_short: bool = False
     seconds: float = 0.0
+    not_applicable_reason: str = ""
+    worst_margin: Margin | None = None
 
     @property
     def verdict(self) -> str:
@@ -78,8 +83,12 @@ class CheckResult:
             self.failure = (case, verdict)  # the shrinker only tries smaller cases: the last is best
         elif verdict.status == "n/a":
             self.not_applicable += 1
+            self.not_applicable_reason = self.not_applicable_reason or verdict.message
         else:
             self.passed += 1
+            for margin in verdict.margins:
+                if self.worst_margin is None or margin.fraction > self.worst_margin.fraction:
+                    self.worst_margin = margin
 
 
 @dataclass

@@ -55,7 +55,11 @@ is exactly ``-inf``).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -157,6 +161,37 @@ def error_bound(
     return bound, how
 
 
+class Margin(NamedTuple):
+    """One call of :func:`assert_within_error_model`: the quantity, its worst error and its bound."""
+
+    quantity: str
+    error: float
+    bound: float
+
+    @property
+    def fraction(self) -> float:
+        """``error / bound``: at most 1 for a call that passed (0 for a zero bound met exactly)."""
+        if self.bound > 0:
+            return self.error / self.bound
+        return 0.0 if self.error == 0 else math.inf
+
+
+_margins: ContextVar[list[Margin] | None] = ContextVar("error_model_margins", default=None)
+
+
+@contextmanager
+def record_margins() -> Iterator[list[Margin]]:
+    """Within the block, every :func:`assert_within_error_model` call that gets as far as its bound
+    appends a :class:`Margin` (a failing one too, before it raises) to the list yielded. Outside
+    such a block nothing is recorded."""
+    margins: list[Margin] = []
+    token = _margins.set(margins)
+    try:
+        yield margins
+    finally:
+        _margins.reset(token)
+
+
 def _index(flat: int, shape: tuple[int, ...], names: tuple[str, ...]) -> str:
     """``flat`` index into ``shape`` as 'batch (0, 2), row 64, col 5'."""
     idx = []
@@ -204,6 +239,8 @@ def assert_within_error_model(
     err = torch.where(torch.isfinite(oracle), err, torch.zeros_like(err))
     worst = int(err.reshape(-1).argmax())
     worst_err = float(err.reshape(-1)[worst])
+    if (record := _margins.get()) is not None:
+        record.append(Margin(quantity.name, worst_err, bound))
     if not worst_err <= bound:
         n_over = int((err > bound).sum())
         raise AssertionError(
