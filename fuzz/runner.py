@@ -162,9 +162,10 @@ def fuzz_checks(
     progress = progress or Progress(budget)
     features = declared_features(kernel_name)
     results = {name: CheckResult(name) for name in check_names}
-    deadline = time.monotonic() + budget
     pending = list(check_names)
     with IsolatedChecker(kernel_name, case_timeout=case_timeout) as checker:
+        checker.start()
+        deadline = time.monotonic() + budget
         round_no = 0
         while pending and time.monotonic() < deadline:
             finished_early = []
