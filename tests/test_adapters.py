@@ -5,14 +5,15 @@ with ``--kernel`` naming one of them, its declarations and the limits its docstr
 On the CPU, flex runs here through its eager path (``flex_attention`` uncompiled, the unfused
 reference), forward only: torch 2.13 has no flex backward on the CPU, which is why the module
 declares ``DEVICE_TYPES = {"cuda"}``. That still runs all of the adapter's own code (heads folded
-into the batch, the mask and softcap functions, the lse) and how many graphs Dynamo makes of it.
+into the batch, the mask and softcap functions, the lse) and shows how many graphs Dynamo makes of
+it; gradients through that code run with a dense stand-in for the kernel.
 """
 
 import types
 
 import pytest
 import torch
-from torch.nn.attention.flex_attention import flex_attention
+from torch.nn.attention.flex_attention import create_mask, flex_attention
 
 from properties import (
     Case,
@@ -121,6 +122,31 @@ def test_flex_rows_that_see_no_key_on_cpu(eager_flex):
     assert not o.isnan().any() and not lse.isnan().any()
     assert torch.equal(o[..., :empty, :], torch.zeros_like(o[..., :empty, :]))
     assert torch.isneginf(lse[..., :empty]).all() and torch.isfinite(lse[..., empty:]).all()
+
+
+def _dense_flex(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_aux=None):
+    """A differentiable stand-in for compiled flex on the CPU, written from flex's documented
+    semantics (the block mask's ``mask_mod``, then ``score_mod`` on the scaled scores)."""
+    k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
+    s = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale
+    s = score_mod(s, None, None, None, None) if score_mod else s
+    seen = create_mask(block_mask.mask_mod, None, None, q.shape[-2], k.shape[-2], q.device)
+    s = s.masked_fill(~seen, float("-inf"))
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # a row that sees no key: 0, as flex's kernel
+    o = torch.matmul(p, v.float()).to(q.dtype)
+    return o, types.SimpleNamespace(lse=torch.logsumexp(s, dim=-1))
+
+
+def test_flex_backward_through_the_adapter_on_cpu(monkeypatch):
+    """Gradients reach q, k, v through the adapter's own code (heads folded into the batch, copies,
+    :class:`_Flex`), with a dense stand-in for the kernel, which has no CPU backward."""
+    import oracle.adapters.flex as flex
+
+    monkeypatch.setattr(flex, "_flex", _dense_flex)
+    kernel = types.SimpleNamespace(__name__="oracle.adapters.flex (dense stand-in, CPU)",
+                                   attention=flex.attention, FEATURES=flex.FEATURES)
+    for case in FLEX_CASES:
+        check_gradients_match_oracle(kernel, case, "cpu")
 
 
 def test_flex_compiles_one_graph_for_every_length_layout_and_mask(monkeypatch):

@@ -43,12 +43,20 @@ Compile cost, which the suite must afford (hundreds of shapes, dtypes and masks 
   this module tests;
 - every call goes through a block mask made from :func:`_visible`, masked or not (a call with no
   mask sees every key), so one graph serves every causal flag, window and alignment;
-- on CUDA a call without gradients runs as if q, k and v all wanted them (the outputs are then
-  detached): the forward kernel is the same, and one graph serves both;
+- on CUDA a call without gradients runs as if q, k and v all wanted them (:class:`_Flex`): the
+  forward kernel is the same, and one graph serves both;
 - Dynamo runs under :func:`_settings`: a raised recompile limit that fails loudly when hit (rather
   than silently running flex's unfused eager path), no duck sizing (which would tie a batch to an
   equal head count, and so make it static), and size-oblivious sizes (else a length of 1, or of one
   mask block, 128, or less, would be specialized into a graph of its own).
+
+What still compiles anew: each dtype, head dim and GQA group; a batch of 1 (flex's lowering guards
+on it); each explicit scale value (Inductor makes a float argument a constant of the graph); a
+softcap the first time (a ``score_mod`` at all, not its value); and, from Inductor's lowering on
+CUDA, ``n_q < 128`` or not (whether flex's decoding kernel may serve). With Dynamo's eager backend
+on the CPU, new lengths, batches, leading dims, layouts, causal flags, windows and alignments make no
+new graph (``tests/test_adapters.py``). Not tested through this module, by these choices: flex on
+strided inputs, and its forward without an lse (what a call under ``no_grad`` would run).
 """
 
 from __future__ import annotations
@@ -119,38 +127,62 @@ def _capped(cap: torch.Tensor):
     return softcap
 
 
+class _Flex(torch.autograd.Function):
+    """One compiled flex call, forward and backward under :func:`_settings` (Inductor compiles the
+    backward at its first call, so that, too, must see them).
+
+    On CUDA the forward always runs on leaves that want gradients, whether or not the caller's do:
+    the forward kernel is the same either way, and so one compiled graph serves both (module
+    docstring). Not on the CPU, where flex refuses inputs that want gradients (it has no CPU
+    backward), so there only a call that wants them asks for them, and flex raises.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, score_mod, block_mask, scale, group):
+        with torch.enable_grad(), _settings():
+            leaves = [t.detach().requires_grad_(t.device.type != "cpu" or wanted)
+                      for t, wanted in zip((q, k, v), ctx.needs_input_grad)]
+            o, aux = _flex(*leaves, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                           enable_gqa=group > 1, return_aux=AuxRequest(lse=True))
+        ctx.graph = (leaves, o)
+        lse = aux.lse.detach()
+        ctx.mark_non_differentiable(lse)
+        return o.detach(), lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        leaves, o = ctx.graph
+        wanted = [t for t in leaves if t.requires_grad]
+        with _settings():
+            # retain_graph: a second backward through the same call reuses the recorded one.
+            grads = iter(torch.autograd.grad(o, wanted, do, retain_graph=True))
+        return (*(next(grads) if t.requires_grad else None for t in leaves), None, None, None, None)
+
+
 def attention_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, *,
     scale: float | None = None, window: tuple[int, int] | None = None, softcap: float | None = None,
     causal_alignment: str = "top_left",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``o`` (differentiable) and the lse (float32, detached) of one flex call; shapes as the
-    contract says (``q [..., h_q, n_q, d]``, ``k, v [..., h_kv, n_k, d]``)."""
+    """``o`` (differentiable) and the lse (float32, not differentiable) of one flex call; shapes as
+    the contract says (``q [..., h_q, n_q, d]``, ``k, v [..., h_kv, n_k, d]``)."""
     if causal_alignment not in ALIGNMENTS:
         raise ValueError(f"causal_alignment must be one of {ALIGNMENTS}, got {causal_alignment!r}")
     n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     group = (q.shape[-3] // k.shape[-3]) if q.dim() >= 3 else 1
     # Fresh contiguous copies, never views: Dynamo guards a view's base too (its rank, its strides),
     # so a view of each of the suite's layouts would compile a graph of its own.
-    inputs = [q.reshape(-1, group, n_q, d).clone(memory_format=torch.contiguous_format),
-              *(t.reshape(-1, 1, n_k, t.shape[-1]).clone(memory_format=torch.contiguous_format)
-                for t in (k, v))]
+    q4 = q.reshape(-1, group, n_q, d).clone(memory_format=torch.contiguous_format)
+    k4, v4 = (t.reshape(-1, 1, n_k, t.shape[-1]).clone(memory_format=torch.contiguous_format)
+              for t in (k, v))
     masked = is_causal or window is not None
     offset = n_k - n_q if masked and causal_alignment == "bottom_right" else 0
     left, right = window if window is not None else (-1, -1)
     mask = _block_mask(n_q, n_k, q.device, bool(is_causal), offset, left, right)
     score_mod = _capped(torch.tensor(float(softcap), device=q.device)) if softcap else None
-    wanted = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    # On CUDA, every call as if all three wanted gradients (module docstring); the CPU refuses that.
-    as_if = q.device.type != "cpu"
-    if as_if:
-        inputs = [t if t.requires_grad and wanted else t.detach().requires_grad_() for t in inputs]
-    with _settings(), torch.enable_grad() if as_if else contextlib.nullcontext():
-        o, aux = _flex(*inputs, score_mod=score_mod, block_mask=mask,
-                       scale=1 / math.sqrt(d) if scale is None else scale, enable_gqa=group > 1,
-                       return_aux=AuxRequest(lse=True))
-    o = o.reshape(*q.shape[:-1], v.shape[-1])
-    return (o if wanted else o.detach()), aux.lse.detach().reshape(q.shape[:-1])
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    o, lse = _Flex.apply(q4, k4, v4, score_mod, mask, scale, group)
+    return o.reshape(*q.shape[:-1], v.shape[-1]), lse.reshape(q.shape[:-1])
 
 
 def attention(
