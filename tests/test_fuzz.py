@@ -15,11 +15,13 @@ import math
 
 import pytest
 import torch
-from hypothesis import find, note, settings
+from hypothesis import find, note, reject, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import Unsatisfiable
 
 from fuzz import profiles
 from fuzz.engine import database_key, fuzz_given, stored_cases
+from fuzz.runner import NOT_APPLICABLE_AFTER
 from fuzz.strategies import CPU, CPU_QUICK, GPU, cases, varlen_cases
 from oracle.dense import dense_attention
 from properties import ALL_CHECKS
@@ -27,7 +29,6 @@ from properties.case import DISTRIBUTIONS, Case
 from properties.kernels import NotApplicable, features, require_varlen
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_case import VarlenCase
-from tests.helpers import run_check
 
 CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
 VARLEN = [pytest.param(check, id=check.__name__) for check in VARLEN_CHECKS]
@@ -40,13 +41,33 @@ def _seconds() -> float | None:
 
 
 def _fuzz(kernel, check, size) -> None:
-    """Fuzz ``check`` against ``kernel`` on cases of ``size``; each case notes how to replay it."""
+    """Fuzz ``check`` against ``kernel`` on cases of ``size``; each case notes how to replay it.
+
+    A case the kernel cannot take (n/a: a declared limit, say float32 for a 16-bit-only module) is
+    rejected and another drawn, so one such draw does not end the test; only when the first
+    ``NOT_APPLICABLE_AFTER`` cases are all n/a, and none ran, is the test a skip with the reason (as
+    ``python -m fuzz run`` reports a check n/a).
+    """
+    seen = {"ran": 0, "n/a": 0, "why": ""}
+
     @fuzz_given(check.__name__, size=size, seconds=_seconds(), features=features(kernel))
     def fuzz(case):
         note(f'replay: python -m fuzz repro "{case}" --check {check.__name__} --kernel {kernel.__name__}')
-        run_check(check, kernel, case)
+        try:
+            check(kernel, case)
+        except NotApplicable as exc:
+            seen["n/a"] += 1
+            seen["why"] = str(exc)
+            if not seen["ran"] and seen["n/a"] >= NOT_APPLICABLE_AFTER:
+                pytest.skip(seen["why"])
+            reject()
+        seen["ran"] += 1
 
-    fuzz()
+    try:
+        fuzz()
+    except Unsatisfiable:
+        pytest.skip(f"too few cases the kernel takes: {seen['n/a']} n/a, {seen['ran']} run; "
+                    f"last: {seen['why']}")
 
 
 @pytest.mark.parametrize("check", CHECKS)
