@@ -42,6 +42,11 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
 Optional declared limits make a documented limit "n/a" with the reason, not a failure:
 ``SUPPORTED_DTYPES`` (torch dtypes; default: any), ``MIN_HEAD_DIM`` and ``MAX_HEAD_DIM`` (default:
 none), and ``DEVICE_TYPES`` (e.g. ``{"cuda"}`` for a module that runs on GPUs only; default: any).
+A limit that depends on the whole call (SDPA's flash backend takes no top-left causal call with
+``n_q != n_k`` on CUDA, say) is declared by an optional ``unsupported(q, k, v, is_causal=False,
+**features) -> str | None``: given (uninitialized) tensors of a call's shapes, dtype and device, it
+returns why the module does not take that call, or ``None``. It must answer from what it documents,
+never by trying the call.
 
 Optionally, ``BATCH_INVARIANT = True``: a promise that each leading-dim slice is computed on its
 own, so a slice computed alone is bit-for-bit its part of a batched call (``check_batch_independent``
@@ -141,6 +146,15 @@ def require_case(kernel: ModuleType, case, device: torch.device | str | None = N
     if device is not None and types is not None and torch.device(device).type not in types:
         raise NotApplicable(f"kernel module {kernel_name(kernel)} runs on {sorted(types)} only "
                             f"(DEVICE_TYPES), not {torch.device(device).type}")
+    unsupported = getattr(kernel, "unsupported", None)
+    if unsupported is not None and hasattr(case, "kv_leading"):
+        at = torch.device(device) if device is not None else torch.device("cpu")
+        q, k = (torch.empty((*lead, n, case.head_dim), dtype=case.torch_dtype, device=at)
+                for lead, n in ((case.leading, case.n_q), (case.kv_leading, case.n_k)))
+        why = unsupported(q, k, k, case.is_causal, **case.features())
+        if why:
+            raise NotApplicable(f"kernel module {kernel_name(kernel)} does not take this call "
+                                f"(unsupported): {why}")
 
 
 def default_device() -> torch.device:

@@ -207,6 +207,7 @@ def test_sdpa_declarations_hold_on_gpu(kernel, check):
 def test_sdpa_limit_the_docstring_states_is_no_available_kernel(kernel, name, case):
     _require_kernel(kernel, [name])
     q, k, v = case.make_qkv("cuda")
+    assert kernel.unsupported(q, k, v, case.is_causal), "the limit is not declared by unsupported()"
     with pytest.raises(RuntimeError, match="No available kernel"):
         kernel.attention(q, k, v, case.is_causal)
 

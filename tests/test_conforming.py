@@ -44,3 +44,33 @@ def test_conforming_module_has_no_varlen():
 @pytest.mark.parametrize("module", REFERENCES)
 def test_references_take_the_features(module, check, case):
     run_check(check, load_kernel(module), case)
+
+
+def test_declared_limits_make_a_case_not_applicable():
+    # Every declared limit of the contract is n/a with its reason, never a call of the kernel.
+    import types
+
+    import torch
+
+    from properties import Case, check_output_matches_oracle
+    from properties.kernels import NotApplicable
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the kernel was called on a case outside its declared limits")
+
+    module = types.SimpleNamespace(
+        __name__="limited", attention=refuse, FEATURES=frozenset({"window"}),
+        SUPPORTED_DTYPES=(torch.float16,), MIN_HEAD_DIM=16, MAX_HEAD_DIM=64, DEVICE_TYPES={"cpu"},
+        unsupported=lambda q, k, v, is_causal=False, **f: "n_k = 1" if k.shape[-2] == 1 else None,
+    )
+    for case, why in [
+        (Case(8, 8, 16, (2,), "float16", softcap=2.0), "softcap"),
+        (Case(8, 8, 16, (2,), "float32"), "SUPPORTED_DTYPES"),
+        (Case(8, 8, 8, (2,), "float16"), "head dims"),
+        (Case(8, 8, 128, (2,), "float16"), "head dims"),
+        (Case(8, 1, 16, (2,), "float16"), "n_k = 1"),
+    ]:
+        with pytest.raises(NotApplicable, match=why):
+            check_output_matches_oracle(module, case, "cpu")
+    with pytest.raises(NotApplicable, match="DEVICE_TYPES"):
+        check_output_matches_oracle(module, Case(8, 8, 16, (2,), "float16"), "meta")

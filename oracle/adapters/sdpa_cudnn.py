@@ -16,9 +16,9 @@ restored after). ``check_deterministic`` is expected to FAIL for it (cuDNN's bac
 ``dq`` in an order that varies from call to call). That is a finding about cuDNN, not to be hidden
 by the adapter; a pass on a GPU run would be worth recording too.
 
-Not expressible as a declared limit, and so a failure ("No available kernel"), not n/a: a head dim
-that is not a multiple of 8, and ``n_k = 1`` (``check_cudnn_tensor_shapes``: "cudnn SDPA does not
-support key/value sequence length 1").
+Declared by :func:`unsupported` (n/a, with the reason): a head dim that is not a multiple of 8, and
+``n_k = 1`` (``check_cudnn_tensor_shapes``: "cudnn SDPA does not support key/value sequence length
+1").
 """
 
 from __future__ import annotations
@@ -34,3 +34,12 @@ MAX_HEAD_DIM = 128
 DEVICE_TYPES = frozenset({"cuda"})
 
 attention = attention_for(Backend(SDPBackend.CUDNN_ATTENTION, deterministic=False, fused=True))
+
+
+def unsupported(q, k, v, is_causal=False, **features) -> str | None:
+    """Why SDPA's cuDNN backend does not take this call (the contract's ``unsupported``), or None."""
+    if q.shape[-1] % 8:
+        return f"SDPA's cuDNN backend needs a head dim that is a multiple of 8, got {q.shape[-1]}"
+    if k.shape[-2] == 1:
+        return "SDPA's cuDNN backend takes no key/value sequence of length 1 (check_cudnn_tensor_shapes)"
+    return None

@@ -11,9 +11,9 @@ SDPA as ``[batch, heads, n, d]`` with a unit last stride, 16-byte aligned (the b
 storage offset too, ``check_data_ptr_alignment_mem_efficient``). Forward and backward run in
 deterministic mode (the backward then sums ``dq`` without atomics).
 
-Not expressible as a declared limit, and so a failure ("No available kernel"), not n/a: a head dim
-that is not a multiple of 8 (float16, bfloat16) or of 4 (float32) on sm80 or newer
-(``check_head_dim_size_mem_efficient``: SDPA does not pad the head dim for this backend).
+Declared by :func:`unsupported` (n/a, with the reason): a head dim that is not a multiple of 8
+(float16, bfloat16) or of 4 (float32) on sm80 or newer (``check_head_dim_size_mem_efficient``: SDPA
+does not pad the head dim for this backend).
 """
 
 from __future__ import annotations
@@ -28,3 +28,13 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DEVICE_TYPES = frozenset({"cuda"})
 
 attention = attention_for(Backend(SDPBackend.EFFICIENT_ATTENTION, fused=True))
+
+
+def unsupported(q, k, v, is_causal=False, **features) -> str | None:
+    """Why SDPA's memory-efficient backend does not take this call (the contract's ``unsupported``)."""
+    multiple = 4 if q.dtype == torch.float32 else 8
+    if q.shape[-1] % multiple:
+        dtype = str(q.dtype).removeprefix("torch.")
+        return (f"SDPA's memory-efficient backend needs a head dim that is a multiple of {multiple} for "
+                f"{dtype} (check_head_dim_size_mem_efficient), got {q.shape[-1]}")
+    return None

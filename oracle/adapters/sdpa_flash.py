@@ -11,10 +11,11 @@ smaller ones to a multiple of 8 itself). Inputs go to SDPA as ``[batch, heads, n
 last stride (reshaped, or copied where a reshape cannot; see :class:`oracle.adapters.sdpa.Backend`).
 Forward and backward run in deterministic mode (flash's backward then sums ``dq`` without atomics).
 
-Not expressible as a declared limit, and so a failure ("No available kernel"), not n/a: on CUDA,
-``is_causal`` with ``n_q != n_k`` top-left aligned (``check_flash_causal_non_square_seqlens``:
-FlashAttention-2's causal mask is bottom-right aligned, and SDPA will not hand it top-left
-non-square problems); and, on sm86-sm89 GPUs only, a backward with head dim in (192, 224].
+Declared by :func:`unsupported` (n/a, with the reason): on CUDA, ``is_causal`` with ``n_q != n_k``
+top-left aligned (``check_flash_causal_non_square_seqlens``: FlashAttention-2's causal mask is
+bottom-right aligned, and SDPA will not hand it top-left non-square problems). Not declared, and so
+a failure ("No available kernel") where it applies: on sm86-sm89 GPUs only, a backward with head
+dim in (192, 224] (the suite's GPU runs are on an H200, sm90).
 """
 
 from __future__ import annotations
@@ -29,3 +30,11 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 
 attention = attention_for(Backend(SDPBackend.FLASH_ATTENTION, fused=True))
+
+
+def unsupported(q, k, v, is_causal=False, *, causal_alignment="top_left", **features) -> str | None:
+    """Why SDPA's flash backend does not take this call (the contract's ``unsupported``), or None."""
+    if q.is_cuda and is_causal and causal_alignment == "top_left" and q.shape[-2] != k.shape[-2]:
+        return ("SDPA's flash backend takes no top-left causal call with n_q != n_k on CUDA "
+                "(check_flash_causal_non_square_seqlens)")
+    return None
