@@ -67,7 +67,7 @@ def fuzz_given(
     """
     key = database_key(check_name, size)
     if is_varlen(check_name):
-        strategy = varlen_cases(size=size)
+        strategy = varlen_cases(size=size, features=features)
     else:
         strategy = cases(size=size, features=features)
 

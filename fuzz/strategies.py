@@ -295,24 +295,68 @@ def _fit_sequences(seqlens_q, seqlens_k, heads, max_work):
     return tuple(q), tuple(k), heads
 
 
+_VARLEN_WINDOW_SIDES = (-1, 0, BLOCK - 1, BLOCK, BLOCK + 1)
+"""Window sides the varlen strategy draws besides small ones: unbounded, none, and the tile edges."""
+
+_VARLEN_SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0)
+"""Softmax scales the varlen strategy draws (``None``, the default ``1 / sqrt(d)``, first)."""
+
+
+def _fit_groups(kv_heads: int, group: int, heads: int) -> tuple[int, int]:
+    """``(kv_heads, group)`` with ``kv_heads * group <= heads``: what :func:`_fit_sequences` left of
+    ``kv_heads * group`` query heads, in whole groups."""
+    kv_heads = min(kv_heads, heads)
+    return kv_heads, max(1, heads // kv_heads) if group > 1 else 1
+
+
 @st.composite
-def varlen_cases(draw, *, size: Size = CPU, max_sequences: int = 6, block: int = BLOCK) -> VarlenCase:
+def _varlen_feature_fields(draw, *, features: frozenset[str]) -> dict:
+    """The :class:`VarlenCase` feature fields besides ``kv_heads``, each drawn only if declared in
+    ``features`` and off first: ``causal_alignment`` (bottom-right), ``window`` (each side -1,
+    0, a tile edge 63/64/65 or small, so one-sided windows and rows that see no key come up),
+    ``softcap`` 1..50 and ``softmax_scale`` 1e-2..10."""
+    fields = {}
+    if "bottom_right" in features and draw(st.booleans()):
+        fields["causal_alignment"] = "bottom_right"
+    if "window" in features and draw(st.booleans()):
+        side = st.one_of(st.sampled_from(_VARLEN_WINDOW_SIDES), st.integers(1, 16))
+        fields["window"] = (draw(side), draw(side))
+    if "softcap" in features and draw(st.booleans()):
+        fields["softcap"] = float(draw(st.integers(1, 50)))
+    if "scale" in features and draw(st.booleans()):
+        fields["softmax_scale"] = draw(st.sampled_from(_VARLEN_SOFTMAX_SCALES))
+    return fields
+
+
+@st.composite
+def varlen_cases(draw, *, size: Size = CPU, max_sequences: int = 6, block: int = BLOCK,
+                 features: frozenset[str] = frozenset()) -> VarlenCase:
     """A packed batch as a :class:`VarlenCase`: per-sequence lengths from :func:`ragged_lengths`
     (tile edges, 1, a long sequence among length-1 ones), then, each now and then: ``n_k`` drawn
     apart from ``n_q`` per sequence, and a sequence with no queries (with no keys, or some) put
     among the others (its keys, up to the longest, shrink toward none); heads 1..3, and the head
     dim, dtype, causality, layout and values as :func:`cases` draws them.
 
+    ``features`` (a kernel module's ``FEATURES``) are the features of the extended contract the case
+    may use, each now and then and off when shrunk: ``"gqa"`` makes the 1..3 heads drawn kv heads,
+    each shared by 2..8 query heads; the others as :func:`_varlen_feature_fields` draws them. With
+    none (the default) the draws are those of a strategy without features, example for example.
+
     Shrinks toward one sequence of length 1 with one head. Before the query-less sequence goes in,
-    sequences are dropped from the end (then heads lowered) until ``heads * sum(n_q n_k)`` fits
-    ``size.max_work`` and the padded oracle's work fits :data:`PADDED_WORK_RATIO` times it.
+    sequences are dropped from the end (then heads lowered, in whole groups) until
+    ``heads * sum(n_q n_k)`` fits ``size.max_work`` and the padded oracle's work fits
+    :data:`PADDED_WORK_RATIO` times it.
     """
     seqlens_q = draw(ragged_lengths(size=size, max_sequences=max_sequences, block=block))
     seqlens_k = seqlens_q
     if draw(st.booleans()):
         seqlens_k = tuple(draw(lengths(size=size, block=block)) for _ in seqlens_q)
-    seqlens_q, seqlens_k, heads = _fit_sequences(seqlens_q, seqlens_k, draw(st.integers(1, 3)),
-                                                 size.max_work)
+    kv_heads = draw(st.integers(1, 3))
+    group = 1  # query heads per kv head
+    if "gqa" in features and draw(st.booleans()):
+        group = draw(st.integers(2, 8))
+    seqlens_q, seqlens_k, heads = _fit_sequences(seqlens_q, seqlens_k, kv_heads * group, size.max_work)
+    kv_heads, group = _fit_groups(kv_heads, group, heads)
     if draw(st.integers(0, 4)) == 4:  # one case in five: a sequence without queries, somewhere
         where = draw(st.integers(0, len(seqlens_q)))
         n_k = draw(st.integers(0, max(seqlens_k)))
@@ -321,8 +365,9 @@ def varlen_cases(draw, *, size: Size = CPU, max_sequences: int = 6, block: int =
     head_dim = draw(head_dims(min_dim=size.min_head_dim))
     dtype = draw(dtypes(size=size))
     is_causal = draw(st.booleans())
+    fields = draw(_varlen_feature_fields(features=features)) if features else {}
     layout = draw(st.sampled_from(VARLEN_LAYOUTS))
     distribution, scale = draw(values(dtype=dtype))
     seed = draw(st.integers(0, 2**16))
-    return VarlenCase(seqlens_q, seqlens_k, heads, head_dim, dtype, is_causal, layout, distribution,
-                      scale, seed)
+    return VarlenCase(seqlens_q, seqlens_k, kv_heads * group, head_dim, dtype, is_causal, layout,
+                      distribution, scale, seed, kv_heads=kv_heads if group > 1 else None, **fields)

@@ -1,27 +1,29 @@
 """Packed (variable-length) attention by way of a padded batch: the varlen oracle and its tools.
 
-A packed batch stores ``batch`` sequences one after another: ``q [total_q, heads, d]`` with sequence
-``b``'s queries at rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` (likewise k, v with
-``cu_seqlens_k``). Sequence ``b``'s queries attend to its own keys only; causal is top-left per
-sequence (query ``i`` of a sequence sees its key ``j`` iff ``j <= i``).
+A packed batch stores ``batch`` sequences one after another: ``q [total_q, h_q, d]`` with sequence
+``b``'s queries at rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` (likewise k, v ``[total_k, h_kv, d]``
+with ``cu_seqlens_k``). Sequence ``b``'s queries attend to its own keys only, and the causal mask
+and the window apply per sequence, as :mod:`oracle.dense` spells them out for one problem of
+``n_q(b) x n_k(b)``: under ``"bottom_right"``, query ``i`` of sequence ``b`` has
+``c_i = i + n_k(b) - n_q(b)``, from that sequence's own lengths.
 
-The oracle does not loop over sequences: it pads the batch to ``[batch, heads, max_len, d]``
-(:func:`pad_packed`), computes dense attention with a key-padding mask and the per-sequence causal
-mask (:func:`varlen_mask`), and unpacks (:func:`unpad`). It is :func:`oracle.dense.dense_attention`
-on the padded batch with that mask, so with ``compute_dtype=None`` it is the same-dtype reference
-the error model needs, as the dense one is.
+The oracle does not loop over sequences to attend: it pads the batch to ``[batch, heads, max_len, d]``
+(:func:`pad_packed`), computes dense attention with a mask of what each query of each sequence
+sees (:func:`varlen_mask`), and unpacks (:func:`unpad`). It is :func:`oracle.dense.dense_attention`
+on the padded batch with that mask (and the scale, grouped-query heads and softcap passed on), so
+with ``compute_dtype=None`` it is the same-dtype reference the error model needs, as the dense one is.
 
-Padded query rows would see no key at all, and a fully masked row is NaN; a NaN there is dropped
-from the output by :func:`unpad`, but its gradient is not: ``0 * NaN`` is NaN and reaches every
-input of the batch. So a padded row sees key 0 of its own padded block (a real key, or zeros)
-instead; its output is dropped, its upstream gradient is exactly 0, and so is what it sends back.
+A padded query row sees no key, and neither does a real row that its window or a bottom-right
+alignment leaves with none: ``dense_attention`` gives such a row ``o = 0``, ``lse = -inf`` and no
+gradient (never NaN), so padded rows are dropped by :func:`unpad` with nothing sent back, and a real
+blind row is what the contract says it is.
 """
 
 from __future__ import annotations
 
 import torch
 
-from oracle.dense import dense_attention
+from oracle.dense import dense_attention, visible_keys
 
 
 def seqlens(cu_seqlens: torch.Tensor) -> list[int]:
@@ -82,22 +84,22 @@ def unpad(padded: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 
 def varlen_mask(
     cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
-    is_causal: bool = False,
+    is_causal: bool = False, *, window: tuple[int, int] | None = None, causal_alignment: str = "top_left",
 ) -> torch.Tensor:
     """``[batch, 1, max_seqlen_q, max_seqlen_k]`` bool, True where query ``i`` of sequence ``b`` may
-    see key ``j``: ``j < n_k(b)`` and, causal, ``j <= i``; a padded row (``i >= n_q(b)``) sees key 0
-    of its block only, so that no row is fully masked (see the module docstring)."""
+    see key ``j``: ``i < n_q(b)``, ``j < n_k(b)``, and the causal mask and window of an
+    ``n_q(b) x n_k(b)`` problem (:func:`oracle.dense.visible_keys`, with its alignment). A padded
+    row (``i >= n_q(b)``) sees nothing."""
     device = cu_seqlens_q.device
-    n_q = torch.tensor(seqlens(cu_seqlens_q), device=device)
-    n_k = torch.tensor(seqlens(cu_seqlens_k), device=device)
-    i = torch.arange(max_seqlen_q, device=device)[None, :, None]
-    j = torch.arange(max_seqlen_k, device=device)[None, None, :]
-    visible = j < n_k[:, None, None]
-    if is_causal:
-        visible = visible & (j <= i)
-    padded_row = i >= n_q[:, None, None]
-    visible = torch.where(padded_row, j == 0, visible)
-    return visible[:, None]
+    rows, cols = torch.arange(max_seqlen_q, device=device), torch.arange(max_seqlen_k, device=device)
+    masks = []
+    for n_q, n_k in zip(seqlens(cu_seqlens_q), seqlens(cu_seqlens_k)):
+        seen = visible_keys(rows, cols, n_q, n_k, is_causal=is_causal, window=window,
+                            causal_alignment=causal_alignment)
+        masks.append(seen & (rows[:, None] < n_q) & (cols[None, :] < n_k))
+    if not masks:
+        return torch.zeros((0, 1, max_seqlen_q, max_seqlen_k), dtype=torch.bool, device=device)
+    return torch.stack(masks)[:, None]
 
 
 def dense_attention_varlen(
@@ -109,18 +111,25 @@ def dense_attention_varlen(
     is_causal: bool = False,
     *,
     compute_dtype: torch.dtype | None = torch.float64,
+    scale: float | None = None,
+    window: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    causal_alignment: str = "top_left",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Packed attention computed densely on the padded batch, in ``compute_dtype``.
 
     Args:
-        q, k, v: ``[total_q, heads, d]``, ``[total_k, heads, d]``, ``[total_k, heads, d]``, any strides.
+        q, k, v: ``[total_q, h_q, d]``, ``[total_k, h_kv, d]``, ``[total_k, h_kv, d]``, any strides
+            (``h_kv`` divides ``h_q``: grouped-query heads, as :mod:`oracle.dense` pairs them).
         cu_seqlens_q, cu_seqlens_k: ``[batch + 1]`` integer offsets (see the module docstring).
-        is_causal: top-left causal within each sequence.
+        is_causal: causal within each sequence, with ``causal_alignment`` per sequence.
         compute_dtype: precision of every operation (``None``: the inputs' own dtype).
+        scale, window, softcap, causal_alignment: the contract's features (:mod:`oracle.dense`),
+            the window and alignment per sequence.
 
     Returns:
-        ``o [total_q, heads, d]`` and ``lse [total_q, heads]``, in ``compute_dtype``;
-        differentiable in q, k, v.
+        ``o [total_q, h_q, d]`` and ``lse [total_q, h_q]``, in ``compute_dtype``; differentiable in
+        q, k, v. A row that sees no key has ``o = 0``, ``lse = -inf`` and sends no gradient back.
 
     Raises ``ValueError`` for a sequence with queries and no keys (its rows have nothing to see).
     """
@@ -131,7 +140,9 @@ def dense_attention_varlen(
     qp, valid_q = pad_packed(q, cu_seqlens_q, max_q)
     kp, _ = pad_packed(k, cu_seqlens_k, max_k)
     vp, _ = pad_packed(v, cu_seqlens_k, max_k)
-    hidden = ~varlen_mask(cu_seqlens_q, cu_seqlens_k, max_q, max_k, is_causal).to(q.device)
-    # The dense oracle itself, with the varlen mask in place of the causal one.
-    o, lse = dense_attention(qp, kp, vp, compute_dtype=compute_dtype, hidden=hidden)
+    hidden = ~varlen_mask(cu_seqlens_q, cu_seqlens_k, max_q, max_k, is_causal, window=window,
+                          causal_alignment=causal_alignment).to(q.device)
+    # The dense oracle itself, with the varlen mask in place of the causal mask and the window.
+    o, lse = dense_attention(qp, kp, vp, compute_dtype=compute_dtype, hidden=hidden, scale=scale,
+                             softcap=softcap)
     return unpad(o, valid_q), unpad(lse, valid_q)

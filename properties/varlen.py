@@ -3,14 +3,18 @@
 Each check takes a kernel module and a :class:`~properties.varlen_case.VarlenCase` and raises an
 ``AssertionError`` naming the check, the kernel, the case line, the worst element (as sequence,
 head, row within the sequence, column) and the bound; or
-:class:`~properties.kernels.NotApplicable` for a module without ``attention_varlen``. Results are
-compared in the padded form ``[batch, heads, max_len, ...]`` (:func:`oracle.varlen.pad_packed`) so
-that a message locates an element by sequence; positions past a sequence's end are NaN in every
-tensor compared (the error model skips them) or 0 in both (the exact comparisons).
+:class:`~properties.kernels.NotApplicable` for a module without ``attention_varlen``, or one that
+does not declare a feature the case uses (every check is :func:`~properties.kernels.gated`). The
+case's features go to every call, packed and dense, as ``**case.features()``; gradients are always
+taken through ``attention_varlen`` (the contract lets ``attention_varlen_with_lse`` be
+forward-only). Results are compared in the padded form ``[batch, heads, max_len, ...]``
+(:func:`oracle.varlen.pad_packed`) so that a message locates an element by sequence; positions past
+a sequence's end are NaN in every tensor compared (the error model skips them) or 0 in both (the
+exact comparisons).
 
-The bounds are the error model's (:mod:`properties.error_model`), with the scores' size
-(``score_magnitude``) taken per sequence on the padded batch: queries and keys of different sequences
-never meet, so their products bound no score.
+The bounds are the error model's (:mod:`properties.error_model`), with the case's softmax scale and
+the scores' size (``score_magnitude``) taken per sequence on the padded batch: queries and keys of
+different sequences never meet, so their products bound no score.
 """
 
 from __future__ import annotations
@@ -19,12 +23,11 @@ from types import ModuleType
 
 import torch
 
-from oracle.dense import dense_attention
-from oracle.varlen import dense_attention_varlen, pad_packed, seqlens
+from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_mask
 from properties import _common
 from properties import error_model as em
-from properties.kernels import require_varlen
-from properties.oracle_agreement import default_device
+from properties.features import gradient_bounds
+from properties.kernels import default_device, gated, require_varlen
 from properties.varlen_case import VarlenCase, VarlenInputs
 
 ROWS = ("sequence", "head", "row", "col")
@@ -39,30 +42,37 @@ def _pad(x: torch.Tensor, cu_seqlens: torch.Tensor, fill: float = 0.0) -> torch.
     return torch.where(valid, padded, torch.full((), fill, dtype=padded.dtype, device=padded.device))
 
 
-def _scales(x: VarlenInputs, lse64: torch.Tensor | None = None) -> dict[str, float]:
+def _scales(x: VarlenInputs, case: VarlenCase, lse64: torch.Tensor | None = None) -> dict[str, float]:
     """The error model's ``magnitude`` and ``scores`` for the output (or, given ``lse64``, the lse),
-    with the scores' size per sequence (zero padding adds nothing to ``sum |q| |k|``)."""
+    with the case's softmax scale and the scores' size per sequence (zero padding adds nothing to
+    ``sum |q| |k|``)."""
     qp, kp = _pad(x.q, x.cu_seqlens_q), _pad(x.k, x.cu_seqlens_k)
     if lse64 is not None:
-        return em.lse_scales(qp, kp, lse64)
-    return em.output_scales(qp, kp, _pad(x.v, x.cu_seqlens_k))
+        return em.lse_scales(qp, kp, lse64, scale=case.softmax_scale)
+    return em.output_scales(qp, kp, _pad(x.v, x.cu_seqlens_k), scale=case.softmax_scale)
 
 
-def _forward(kernel: ModuleType, x: VarlenInputs, is_causal: bool, *, leaves=None):
-    """``(o, lse)`` of the packed call (``lse`` None for a module without the lse entry point)."""
-    q, k, v = leaves or x[:3]
+def _forward(kernel: ModuleType, x: VarlenInputs, case: VarlenCase):
+    """``(o, lse)`` of the packed call, without gradients (``lse`` None for a module without the lse
+    entry point)."""
     fn = getattr(kernel, "attention_varlen_with_lse", None)
-    if fn is None:
-        return require_varlen(kernel)(q, k, v, *x[3:], is_causal), None
-    return fn(q, k, v, *x[3:], is_causal)
+    with torch.no_grad():
+        if fn is None:
+            return require_varlen(kernel)(*x, case.is_causal, **case.features()), None
+        return fn(*x, case.is_causal, **case.features())
 
 
-def _run(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, is_causal: bool) -> dict:
-    """Forward and backward of the packed call: ``o, lse, dq, dk, dv`` (``lse`` may be None)."""
+def _run(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, case: VarlenCase) -> dict:
+    """Forward and backward of the packed call: ``o, lse, dq, dk, dv`` (``lse`` may be None).
+
+    The gradients, and ``o``, come from ``attention_varlen``; the lse from
+    ``attention_varlen_with_lse`` (which may be forward-only), where the module has it."""
+    fn = getattr(kernel, "attention_varlen_with_lse", None)
+    lse = None if fn is None else _forward(kernel, x, case)[1]
     leaves = [t.detach().requires_grad_() for t in x[:3]]
-    o, lse = _forward(kernel, x, is_causal, leaves=leaves)
+    o = require_varlen(kernel)(*leaves, *x[3:], case.is_causal, **case.features())
     dq, dk, dv = torch.autograd.grad(o, leaves, do)
-    return {"o": o.detach(), "lse": None if lse is None else lse.detach(), "dq": dq, "dk": dk, "dv": dv}
+    return {"o": o.detach(), "lse": lse, "dq": dq, "dk": dk, "dv": dv}
 
 
 def _check_shapes(o: torch.Tensor, lse: torch.Tensor | None, q: torch.Tensor, context: str) -> None:
@@ -74,49 +84,69 @@ def _check_shapes(o: torch.Tensor, lse: torch.Tensor | None, q: torch.Tensor, co
                              f"{tuple(q.shape[:-1])} torch.float32 (bound: the contract's shape and dtype)")
 
 
-def _unseen_keys(case: VarlenCase, device) -> torch.Tensor:
-    """``[total_k]`` bool: keys that no query sees (every key of a sequence without queries; causal,
-    the keys ``j >= n_q`` of a sequence)."""
-    unseen = []
-    for n_q, n_k in zip(case.seqlens_q, case.seqlens_k):
-        seen = min(n_q, n_k) if case.is_causal else (n_k if n_q else 0)
-        unseen += [False] * seen + [True] * (n_k - seen)
-    return torch.tensor(unseen, dtype=torch.bool, device=device)
+def _blind(case: VarlenCase, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[total_q]`` bool, the rows that see no key (a window or bottom-right alignment leaves some
+    with none), and ``[total_k]`` bool, the keys that no query sees (every key of a sequence without
+    queries; causal, the keys past each sequence's last row's ``c_i``; keys outside every window)."""
+    cu_q, cu_k = (torch.tensor(c) for c in case.offsets())
+    max_q, max_k = max(case.seqlens_q), max(case.seqlens_k)
+    seen = varlen_mask(cu_q, cu_k, max_q, max_k, case.is_causal, window=case.window,
+                       causal_alignment=case.causal_alignment)[:, 0]  # [batch, max_q, max_k]
+    real_q = torch.arange(max_q) < torch.tensor(case.seqlens_q)[:, None]
+    real_k = torch.arange(max_k) < torch.tensor(case.seqlens_k)[:, None]
+    return (~seen.any(2))[real_q].to(device), (~seen.any(1))[real_k].to(device)
 
 
+def _assert_zero_at(name: str, t: torch.Tensor, where: torch.Tensor, cu: torch.Tensor, ctx: str,
+                    axes: tuple[str, ...]) -> None:
+    """``t [total, heads, d]`` is exactly 0 at the packed rows ``where`` (``[total]`` bool) marks."""
+    at = torch.where(where[:, None, None], t, torch.zeros_like(t))
+    em.assert_bit_equal(f"{name} ({int(where.sum())} of them)", _pad(at, cu), _pad(torch.zeros_like(t), cu),
+                        context=ctx, axes=axes)
+
+
+@gated
 def check_varlen_matches_oracle(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """The packed output ``o`` (and ``lse``, where the module has ``attention_varlen_with_lse``) is
-    within the error model of the padded float64 oracle, :func:`oracle.varlen.dense_attention_varlen`.
+    within the error model of the padded float64 oracle, :func:`oracle.varlen.dense_attention_varlen`;
+    a row that sees no key has ``o = 0`` exactly (and ``lse = -inf``, as the oracle's).
 
     Catches a wrong mask between sequences: a sequence that sees one key past its end (its
-    neighbour's first), a causal diagonal offset by the sequence's start, an lse written to another
+    neighbour's first), a causal diagonal offset by the sequence's start, bottom-right alignment
+    or a window measured from the packed batch instead of the sequence, an lse written to another
     sequence's rows, or a varlen path that ignores a stride.
     """
     require_varlen(kernel)
     ctx = _common.context("check_varlen_matches_oracle", kernel, case)
     x = case.make_qkv(device or default_device())
+    f = case.features()
+    o, lse = _forward(kernel, x, case)
     with torch.no_grad():
-        o, lse = _forward(kernel, x, case.is_causal)
-        o64, lse64 = dense_attention_varlen(*x[:5], case.is_causal)
-        o_ref, lse_ref = dense_attention_varlen(*x[:5], case.is_causal, compute_dtype=None)
+        o64, lse64 = dense_attention_varlen(*x[:5], case.is_causal, **f)
+        o_ref, lse_ref = dense_attention_varlen(*x[:5], case.is_causal, compute_dtype=None, **f)
     _check_shapes(o, lse, x.q, ctx)
     cu_q = x.cu_seqlens_q
     nan = float("nan")
     em.assert_within_error_model(
         em.OUTPUT, _pad(o, cu_q, nan), _pad(o64, cu_q, nan), _pad(o_ref, cu_q, nan), dtype=x.q.dtype,
-        **_scales(x), context=ctx, axes=ROWS,
+        **_scales(x, case), context=ctx, axes=ROWS,
     )
+    blind_rows, _ = _blind(case, o.device)
+    if bool(blind_rows.any()):
+        _assert_zero_at("o is 0 at rows that see no key", o, blind_rows, cu_q, ctx, ROWS)
     if lse is not None:
         em.assert_within_error_model(
             em.LSE, _pad(lse, cu_q, nan), _pad(lse64, cu_q, nan), _pad(lse_ref, cu_q, nan),
-            dtype=x.q.dtype, **_scales(x, _pad(lse64, cu_q)), context=ctx, axes=LSE_ROWS,
+            dtype=x.q.dtype, **_scales(x, case, _pad(lse64, cu_q)), context=ctx, axes=LSE_ROWS,
         )
 
 
+@gated
 def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """``dq, dk, dv`` of the packed call for a random upstream gradient are within the error model
-    of the padded oracle's autograd; and keys that no query sees (every key of a sequence without
-    queries; causal, keys ``j >= n_q``) get ``dk = dv = 0`` exactly: no term reaches them.
+    of the padded oracle's autograd; keys that no query sees (every key of a sequence without
+    queries; causal, keys past the last row's diagonal; keys outside every window) get
+    ``dk = dv = 0`` exactly, and rows that see no key ``dq = 0``: no term reaches them.
 
     Catches a backward whose mask differs from its forward's (gradient sent to the next sequence's
     first key), offsets of the wrong tensor, and ``dk``/``dv`` left unwritten (``torch.empty``) for
@@ -133,11 +163,13 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
         out = fn(*leaves)
         return torch.autograd.grad(out, leaves, do.to(out.dtype))
 
-    got = grads(lambda q, k, v: attention_varlen(q, k, v, *x[3:], case.is_causal), None)
-    want = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal)[0], torch.float64)
-    ref = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, compute_dtype=None)[0], None)
-    magnitudes = em.gradient_magnitudes(*x[:3], do, want)
-    scores = _scales(x)["scores"]
+    f = case.features()
+    got = grads(lambda q, k, v: attention_varlen(q, k, v, *x[3:], case.is_causal, **f), None)
+    want = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, **f)[0], torch.float64)
+    ref = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, compute_dtype=None, **f)[0],
+                None)
+    magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
+    scores = _scales(x, case)["scores"]
     nan = float("nan")
     for name, g, g64, g_ref, magnitude, c, axes in zip(
         ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS)
@@ -150,11 +182,11 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
             _pad(g_ref, c, nan), dtype=x.q.dtype, magnitude=magnitude, scores=scores, context=ctx,
             axes=axes,
         )
-    unseen = _unseen_keys(case, x.q.device)[:, None, None]
+    blind_rows, unseen = _blind(case, x.q.device)
     for name, g in (("dk", got[1]), ("dv", got[2])):
-        at_unseen = torch.where(unseen, g, torch.zeros_like(g))
-        em.assert_bit_equal(f"{name} is 0 at keys no query sees", _pad(at_unseen, cu[1]),
-                            _pad(torch.zeros_like(g), cu[1]), context=ctx, axes=KEYS)
+        _assert_zero_at(f"{name} is 0 at keys no query sees", g, unseen, cu[1], ctx, KEYS)
+    if bool(blind_rows.any()):
+        _assert_zero_at("dq is 0 at rows that see no key", got[0], blind_rows, cu[0], ctx, ROWS)
 
 
 def _sequences_to_change(case: VarlenCase) -> list[int]:
@@ -162,6 +194,7 @@ def _sequences_to_change(case: VarlenCase) -> list[int]:
     return sorted({0, case.batch // 2, case.batch - 1})
 
 
+@gated
 def check_varlen_no_leakage(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """Changing every input of one sequence (its q, k, v rows and its upstream gradient rows) leaves
     every other sequence's ``o``, ``lse``, ``dq``, ``dk`` and ``dv`` unchanged, bit for bit; tried
@@ -180,7 +213,7 @@ def check_varlen_no_leakage(kernel: ModuleType, case: VarlenCase, device=None) -
     ctx = _common.context("check_varlen_no_leakage", kernel, case)
     x = case.make_qkv(device)
     cu_q, cu_k = case.offsets()
-    base = _run(kernel, x, case.make_grad_out(device), case.is_causal)
+    base = _run(kernel, x, case.make_grad_out(device), case)
     original = case.draw()
     fresh = case.replace(seed=case.seed + 104729).draw()  # other values, in the case's own regime
     for b in _sequences_to_change(case):
@@ -191,7 +224,7 @@ def check_varlen_no_leakage(kernel: ModuleType, case: VarlenCase, device=None) -
             side = "k" if name in ("k", "v") else "q"
             t[rows[side]] = new[rows[side]]
             changed.append(case.place(t, name, device))
-        other = _run(kernel, VarlenInputs(*changed[:3], *x[3:]), changed[3], case.is_causal)
+        other = _run(kernel, VarlenInputs(*changed[:3], *x[3:]), changed[3], case)
         for name, want in base.items():
             if want is None:
                 continue
@@ -215,39 +248,30 @@ _SIDE = {"o": ("q", ROWS), "lse": ("q", LSE_ROWS), "dq": ("q", ROWS), "dk": ("k"
 """Per result: whether its rows are queries or keys, and the axes of its padded form."""
 
 
-def _gradient_bounds(q, k, v, do, is_causal: bool) -> list[tuple[float, str]]:
-    """The error model's bounds on ``dq, dk, dv`` of one dense call (as the oracle check makes them)."""
-
-    def grads(dtype, compute_dtype):
-        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
-        out = dense_attention(*leaves, is_causal, compute_dtype=compute_dtype)[0]
-        return torch.autograd.grad(out, leaves, do.to(out.dtype))
-
-    want, ref = grads(torch.float64, torch.float64), grads(None, None)
-    scores = em.score_magnitude(q, k)
-    return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=scores)
-            for g_ref, g64, m in zip(ref, want, em.gradient_magnitudes(q, k, v, do, want))]
-
-
+@gated
 def check_varlen_matches_separate(kernel: ModuleType, case: VarlenCase, device=None) -> None:
-    """Each sequence computed alone through the module's dense ``attention`` (``attention_with_lse``
-    where it has one), on ``[heads, n, d]`` views of the packed tensors, equals its rows of the packed
-    call: ``o``, ``lse``, ``dq``, ``dk`` and ``dv``. Bit for bit for a module that declares
-    ``BATCH_INVARIANT = True`` (both paths run the same per-sequence programs); else within twice
-    the sequence's error-model bound (both calls carry error). Sequences without queries are skipped
-    (the dense API takes no empty call).
+    """Each sequence computed alone through the module's dense ``attention`` (the lse from
+    ``attention_with_lse`` where it has one), on ``[heads, n, d]`` views of the packed tensors and
+    with the case's features, equals its rows of the packed call: ``o``, ``lse``, ``dq``, ``dk`` and
+    ``dv``. Alone, a sequence is its own ``n_q x n_k`` problem, so its bottom-right alignment and
+    window come from its own lengths, as the packed call's must. Bit for bit for a module that
+    declares ``BATCH_INVARIANT = True`` (both paths run the same per-sequence programs); else within
+    twice the sequence's error-model bound (both calls carry error). Sequences without queries are
+    skipped (the dense API takes no empty call).
 
     Catches a varlen path that differs from the dense one, even where both stay within the error
     model: key tiles cut at other places (aligned to the packed rows, not to the sequence's start),
-    a causal diagonal placed with another tensor's offset, an lse or gradient of another sequence.
+    a causal diagonal placed with another tensor's offset, an alignment from the packed totals, an
+    lse or gradient of another sequence.
     """
     require_varlen(kernel)
     device = device or default_device()
     ctx = _common.context("check_varlen_matches_separate", kernel, case)
     x = case.make_qkv(device)
     do = case.make_grad_out(device)
-    packed = _run(kernel, x, do, case.is_causal)
+    packed = _run(kernel, x, do, case)
     exact = getattr(kernel, "BATCH_INVARIANT", False)
+    f = case.features()
     cu_q, cu_k = case.offsets()
     for b, (n_q, n_k) in enumerate(zip(case.seqlens_q, case.seqlens_k)):
         if n_q == 0:
@@ -256,12 +280,13 @@ def check_varlen_matches_separate(kernel: ModuleType, case: VarlenCase, device=N
         alone = [t.detach()[rows].transpose(0, 1).requires_grad_()
                  for t, rows in zip(x[:3], (rows_q, rows_k, rows_k))]
         do_b = do[rows_q].transpose(0, 1)
-        fn = getattr(kernel, "attention_with_lse", None)
-        o, lse = fn(*alone, case.is_causal) if fn else (kernel.attention(*alone, case.is_causal), None)
+        fn = getattr(kernel, "attention_with_lse", None)  # the lse only: it may be forward-only
+        lse = None if fn is None else _common.forward(kernel, *alone, case.is_causal, **f)[1]
+        o = kernel.attention(*alone, case.is_causal, **f)
         grads = torch.autograd.grad(o, alone, do_b)
         mine = {"o": (o.detach(), rows_q), "lse": (lse, rows_q), "dq": (grads[0], rows_q),
                 "dk": (grads[1], rows_k), "dv": (grads[2], rows_k)}
-        bounds = {} if exact else _separate_bounds(*(t.detach() for t in alone), do_b, case.is_causal)
+        bounds = {} if exact else _separate_bounds(case, *(t.detach() for t in alone), do_b)
         for name, (got, rows) in mine.items():
             if got is None or packed[name] is None:
                 continue
@@ -276,10 +301,12 @@ def check_varlen_matches_separate(kernel: ModuleType, case: VarlenCase, device=N
                                    f"twice the sequence's bound, {how}", context=ctx, axes=axes)
 
 
-def _separate_bounds(q, k, v, do, is_causal: bool) -> dict[str, tuple[float, str]]:
-    """Per quantity, the error model's bound for one sequence computed densely."""
-    bounds = {"o": _common.output_bound(q, k, v, is_causal), "lse": _common.lse_bound(q, k, is_causal)}
-    return {**bounds, **dict(zip(("dq", "dk", "dv"), _gradient_bounds(q, k, v, do, is_causal)))}
+def _separate_bounds(case: VarlenCase, q, k, v, do) -> dict[str, tuple[float, str]]:
+    """Per quantity, the error model's bound for one sequence of ``case`` computed densely."""
+    f = case.features()
+    bounds = {"o": _common.output_bound(q, k, v, case.is_causal, **f),
+              "lse": _common.lse_bound(q, k, case.is_causal, **f)}
+    return {**bounds, **dict(zip(("dq", "dk", "dv"), gradient_bounds(case, q, k, v, do, **f)))}
 
 
 VARLEN_CHECKS = (

@@ -1,10 +1,13 @@
 """``VarlenCase``: one packed variable-length attention problem, in a line that rebuilds it exactly.
 
 Like :class:`~properties.case.Case`, a varlen case holds only a description (per-sequence lengths,
-heads, head dim, dtype, causality, layout, value distribution, seed); its tensors are drawn from the
-seed, never element by element, with :data:`properties.case.DISTRIBUTIONS` (the packed q is drawn
-as a case's ``[heads, total_q, d]`` q would be), so ``VarlenCase.parse(str(case)) == case`` and the
-same line gives the same tensors on any machine.
+heads, head dim, dtype, causality, layout, value distribution, seed, and the features of the
+extended contract); its tensors are drawn from the seed, never element by element, with
+:data:`properties.case.DISTRIBUTIONS` (the packed q is drawn as a case's ``[heads, total_q, d]`` q
+would be, k and v with ``kv_heads`` heads), so ``VarlenCase.parse(str(case)) == case`` and the same
+line gives the same tensors on any machine. A line leaves out the feature fields at their defaults
+(:data:`properties.case.FEATURE_FIELDS`), so a line written before they existed reads, and draws,
+as it did.
 
 A sequence may have no queries (``n_q = 0``, any ``n_k >= 0``): it produces nothing, and its keys
 must get zero gradients. A sequence with queries needs at least one key, and a case needs at least
@@ -19,7 +22,16 @@ from typing import NamedTuple
 
 import torch
 
-from properties.case import DISTRIBUTIONS, DTYPES, Case, case_line, parse_line
+from properties.case import (
+    DISTRIBUTIONS,
+    DTYPES,
+    Case,
+    case_line,
+    check_features,
+    feature_kwargs,
+    features_used,
+    parse_line,
+)
 
 VARLEN_LAYOUTS = ("contiguous", "heads_first", "strided", "mixed")
 """How the packed q, k, v (and the upstream gradient) sit in memory, each viewed ``[total, heads, d]``:
@@ -51,8 +63,14 @@ class VarlenInputs(NamedTuple):
 @dataclass(frozen=True)
 class VarlenCase:
     """``batch = len(seqlens_q)`` sequences packed: ``q [sum(seqlens_q), heads, head_dim]``,
-    ``k, v [sum(seqlens_k), heads, head_dim]``; sequence ``b`` has ``seqlens_q[b]`` queries and
-    ``seqlens_k[b]`` keys."""
+    ``k, v [sum(seqlens_k), kv_heads or heads, head_dim]``; sequence ``b`` has ``seqlens_q[b]``
+    queries and ``seqlens_k[b]`` keys.
+
+    The features are :class:`~properties.case.Case`'s, each off by default: ``kv_heads`` (k and v
+    have this many heads, a divisor of ``heads``; ``None``: as many as q), ``softmax_scale``,
+    ``window``, ``softcap`` and ``causal_alignment``. Alignment and windows apply per sequence:
+    under ``"bottom_right"``, query ``i`` of sequence ``b`` has ``c_i = i + n_k(b) - n_q(b)``.
+    """
 
     seqlens_q: tuple[int, ...]
     seqlens_k: tuple[int, ...]
@@ -64,6 +82,11 @@ class VarlenCase:
     distribution: str = "normal"
     scale: float = 1.0
     seed: int = 0
+    kv_heads: int | None = None
+    softmax_scale: float | None = None
+    window: tuple[int, int] | None = None
+    softcap: float | None = None
+    causal_alignment: str = "top_left"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seqlens_q", tuple(self.seqlens_q))
@@ -85,6 +108,19 @@ class VarlenCase:
             raise ValueError(f"no sequence has a query: seqlens_q {self.seqlens_q}")
         if self.heads < 1 or self.head_dim < 1:
             raise ValueError(f"heads and head_dim must be >= 1, got {self.heads} and {self.head_dim}")
+        check_features(self, self.heads)
+
+    def features(self) -> dict:
+        """The keyword arguments of the kernel call beyond ``is_causal`` (only those not at default)."""
+        return feature_kwargs(self)
+
+    def needs(self) -> frozenset[str]:
+        """The contract's feature names this case uses (``properties.kernels.FEATURE_NAMES``).
+
+        Not ``"varlen"``: a check of packed batches asks for the entry points themselves
+        (:func:`properties.kernels.require_varlen`)."""
+        gqa = self.kv_heads is not None and self.kv_heads != self.heads
+        return frozenset(features_used(self) | ({"gqa"} if gqa else set()))
 
     def __str__(self) -> str:
         return case_line(self)
@@ -110,11 +146,12 @@ class VarlenCase:
         return _cumsum(self.seqlens_q), _cumsum(self.seqlens_k)
 
     def draw(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q, k, v and the upstream gradient ``do``: row-major ``[total, heads, d]`` on the CPU."""
+        """q, k, v and the upstream gradient ``do``: row-major ``[total, heads, d]`` (k and v with
+        ``kv_heads`` heads, if set) on the CPU."""
         # The packed batch is drawn as one Case with the heads leading, so every distribution means
         # what it means for a Case (ties and equal scores are shared across the sequences).
         flat = Case(sum(self.seqlens_q), sum(self.seqlens_k), self.head_dim, (self.heads,), self.dtype,
-                    False, "contiguous", self.distribution, self.scale, self.seed)
+                    False, "contiguous", self.distribution, self.scale, self.seed, kv_heads=self.kv_heads)
         q, k, v = (t.transpose(0, 1).contiguous() for t in flat.make_qkv("cpu"))
         gen = torch.Generator().manual_seed(self.seed + 7919)
         do = torch.randn((sum(self.seqlens_q), self.heads, self.head_dim), generator=gen)

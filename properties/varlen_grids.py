@@ -1,9 +1,10 @@
 """The fixed grids of packed variable-length cases (:class:`~properties.varlen_case.VarlenCase`).
 
 ``varlen_cpu_cases()`` is sized for the Triton interpreter on two cores (each case runs every varlen
-check, up to five packed or per-sequence calls each); ``varlen_gpu_cases()`` adds bfloat16 (GPU
-only, as in :mod:`properties.grids`: the interpreter's bfloat16 ``tl.dot`` is garbage), lengths up
-to 4096 and a mix of 64 sequences.
+check, up to five packed or per-sequence calls each); it ends with ``varlen_feature_cpu_cases()``,
+the cases that use the features of the extended contract (n/a for a module that does not declare
+them). ``varlen_gpu_cases()`` adds bfloat16 (GPU only, as in :mod:`properties.grids`: the
+interpreter's bfloat16 ``tl.dot`` is garbage), lengths up to 4096 and a mix of 64 sequences.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ TILE_EDGES = (1, 63, 64, 65, 127)
 def varlen_cpu_cases() -> list[VarlenCase]:
     """Tile edges in one batch, an empty query sequence between others, a long sequence among
     length-1 ones, ``n_q != n_k`` per sequence; causal both ways, float32 and float16, head dims
-    16, 40 and 64, one and two heads, every layout."""
+    16, 40 and 64, one and two heads, every layout; then :func:`varlen_feature_cpu_cases`."""
     return [
         # Every tile edge, back to back: each sequence starts mid-tile of the packed rows.
         VarlenCase(TILE_EDGES, TILE_EDGES, 1, 16, "float32", False, "contiguous"),
@@ -34,6 +35,32 @@ def varlen_cpu_cases() -> list[VarlenCase]:
                    "uniform", 3.0, seed=4),
         VarlenCase((1, 65, 64, 63), (64, 1, 63, 127), 1, 16, "float32", True, "contiguous", "ties",
                    seed=5),
+        *varlen_feature_cpu_cases(),
+    ]
+
+
+def varlen_feature_cpu_cases() -> list[VarlenCase]:
+    """Grouped-query heads (4 on 1, 6 on 2), bottom-right alignment, windows at tile edges (one of
+    them one-sided), softcap and softmax scale, each with sequences whose alignment differs from the
+    packed batch's (``n_k - n_q`` per sequence is not ``total_k - total_q``) and with real rows that
+    see no key."""
+    return [
+        # Bottom-right causal: sequence 0 (65 queries, 64 keys) has a row that sees nothing, the
+        # last sequence sees all its keys (top-left it would not); a query-less sequence between.
+        VarlenCase((65, 1, 0, 63), (64, 17, 5, 127), 4, 16, "float32", True, seed=6, kv_heads=1,
+                   causal_alignment="bottom_right"),
+        # A 64-key window, top-left, capped scores: the last row of (65 queries, 1 key) sees
+        # nothing, and no row of the first sequence sees its last two keys.
+        VarlenCase((127, 0, 65, 64), (129, 5, 1, 64), 2, 40, "float16", False, "strided", seed=7,
+                   window=(63, 0), softcap=20.0),
+        # One-sided window, bottom-right causal, grouped heads, a scale: 63 of sequence 1's rows
+        # and 65 of sequence 2's see nothing.
+        VarlenCase((1, 64, 129), (65, 1, 64), 6, 16, "float32", True, "mixed", "uniform", 3.0, seed=8,
+                   kv_heads=2, softmax_scale=0.5, window=(64, -1), causal_alignment="bottom_right"),
+        # One key per row (window (0, 0), bottom-right) with a large scale and a tight cap: the
+        # diagonal is shifted by +1 and -1, and a key of each of two sequences is never seen.
+        VarlenCase((63, 65, 1), (64, 64, 2), 2, 64, "float16", False, "heads_first", seed=9,
+                   softmax_scale=10.0, window=(0, 0), softcap=1.0, causal_alignment="bottom_right"),
     ]
 
 

@@ -15,7 +15,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import find, note, reject, settings
+from hypothesis import find, given, note, reject, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
@@ -24,6 +24,7 @@ from fuzz.engine import database_key, fuzz_given, stored_cases
 from fuzz.runner import NOT_APPLICABLE_AFTER
 from fuzz.strategies import CPU, CPU_QUICK, GPU, cases, varlen_cases
 from oracle.dense import dense_attention
+from oracle.varlen import varlen_mask
 from properties import ALL_CHECKS
 from properties.case import DISTRIBUTIONS, Case
 from properties.kernels import NotApplicable, features, require_varlen
@@ -157,6 +158,46 @@ def test_varlen_cases_fit_the_work_cap(size):
             assert work <= size.max_work and padded <= PADDED_WORK_RATIO * size.max_work, case
 
     fuzz()
+
+
+def _drawn(strategy, n: int) -> list:
+    """``n`` examples of ``strategy``, from a fixed start."""
+    seen = []
+
+    @settings(database=None, max_examples=n, derandomize=True)
+    @given(strategy)
+    def collect(example):
+        seen.append(example)
+
+    collect()
+    return seen
+
+
+def _sees_nothing(case: VarlenCase) -> bool:
+    """Whether some real query row of ``case`` sees no key."""
+    cu_q, cu_k = (torch.tensor(c) for c in case.offsets())
+    seen = varlen_mask(cu_q, cu_k, max(case.seqlens_q), max(case.seqlens_k), case.is_causal,
+                       window=case.window, causal_alignment=case.causal_alignment)
+    real = torch.arange(max(case.seqlens_q)) < torch.tensor(case.seqlens_q)[:, None]
+    return bool((~seen[:, 0].any(-1) & real).any())
+
+
+def test_varlen_cases_draw_features_only_when_asked():
+    """Without ``features`` no drawn case uses one; given every feature, 300 cases from a fixed
+    start hold each of them, 8 query heads per kv head, a window side at a tile edge, a one-sided
+    window and a real row that sees no key."""
+    assert not any(case.needs() or case.kv_heads for case in _drawn(varlen_cases(size=CPU), 100))
+    every = frozenset({"scale", "gqa", "window", "softcap", "bottom_right", "varlen"})
+    drawn = _drawn(varlen_cases(size=CPU, features=every), 300)
+    wanted = {name: lambda case, name=name: name in case.needs() for name in every - {"varlen"}}
+    wanted.update({
+        "8 query heads per kv head": lambda case: case.kv_heads and case.heads == 8 * case.kv_heads,
+        "a window side at a tile edge": lambda case: bool({63, 64, 65} & set(case.window or ())),
+        "a one-sided window": lambda case: min(case.window or (0,)) == -1 < max(case.window),
+        "a row that sees no key": _sees_nothing,
+    })
+    missing = [what for what, holds in wanted.items() if not any(holds(case) for case in drawn)]
+    assert not missing, f"no case among {len(drawn)} has {missing}"
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)

@@ -1,21 +1,30 @@
 """The kernel under test against every varlen check (properties/varlen.py), on the fixed grids of
-packed variable-length cases; a kernel module without ``attention_varlen`` skips, saying so. Then
-the varlen case and the padded oracle themselves.
+packed variable-length cases; a kernel module without ``attention_varlen``, or one that does not
+declare a feature a case uses, skips, saying so. The feature cases also run against the reference
+modules that declare every feature (the mock and the dense oracle), whatever the kernel under test.
+Then the varlen case and the padded oracle themselves.
 
 bfloat16 is on the GPU grid only: the Triton interpreter's bfloat16 ``tl.dot`` returns garbage.
 """
+
+import math
 
 import pytest
 import torch
 
 from oracle.dense import dense_attention
 from oracle.varlen import dense_attention_varlen, sequence_rows, varlen_mask
+from properties.case import FEATURE_FIELDS
+from properties.kernels import load_kernel
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_case import VARLEN_LAYOUTS, VarlenCase, parse_case
-from properties.varlen_grids import varlen_cpu_cases, varlen_gpu_cases
+from properties.varlen_grids import varlen_cpu_cases, varlen_feature_cpu_cases, varlen_gpu_cases
 from tests.helpers import case_params, run_check
 
 CHECKS = [pytest.param(check, id=check.__name__) for check in VARLEN_CHECKS]
+
+REFERENCES = ["oracle.adapters.mock", "oracle.adapters.dense"]
+"""Modules that declare every feature, varlen included: the feature cases run against them always."""
 
 
 @pytest.mark.parametrize("check", CHECKS)
@@ -30,6 +39,13 @@ def test_varlen_gpu(kernel, check, case):
     run_check(check, kernel, case)
 
 
+@pytest.mark.parametrize("module", REFERENCES)
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(varlen_feature_cpu_cases()))
+def test_varlen_features_on_references(module, check, case):
+    check(load_kernel(module), case)  # no skip: these modules declare everything the cases use
+
+
 # -- the varlen case and the padded oracle themselves: no kernel calls below --
 
 
@@ -41,6 +57,33 @@ def test_case_line_replays_and_rejects_anything_but_literals():
         VarlenCase.parse("VarlenCase(seqlens_q=__import__('os').getpid(), seqlens_k=(1,))")
     with pytest.raises(ValueError, match="expected a line like 'VarlenCase"):
         VarlenCase.parse("Case(n_q=1, n_k=1)")
+
+
+def test_feature_fields_are_left_out_at_their_defaults_and_old_lines_draw_as_before():
+    old = ("VarlenCase(seqlens_q=(3, 0, 5), seqlens_k=(2, 4, 5), heads=2, head_dim=8, dtype='float32', "
+           "is_causal=True, layout='contiguous', distribution='normal', scale=1.0, seed=3)")
+    case = VarlenCase.parse(old)
+    assert str(case) == old and case.needs() == frozenset() and case.features() == {}
+    # kv_heads equal to heads is no GQA: the same tensors as the line without it
+    for got, want in zip(case.replace(kv_heads=2).draw(), case.draw()):
+        assert torch.equal(got, want)
+    grouped = case.replace(heads=4, kv_heads=2, window=(3, -1), causal_alignment="bottom_right",
+                           softmax_scale=0.5, softcap=5.0)
+    assert all(f"{name}=" in str(grouped) for name in FEATURE_FIELDS)
+    assert VarlenCase.parse(str(grouped)) == grouped
+    assert grouped.needs() == {"gqa", "window", "bottom_right", "scale", "softcap"}
+    assert grouped.features() == {"scale": 0.5, "window": (3, -1), "softcap": 5.0,
+                                  "causal_alignment": "bottom_right"}
+    q, k, v, do = grouped.draw()
+    assert (q.shape, k.shape, v.shape, do.shape) == ((8, 4, 8), (11, 2, 8), (11, 2, 8), (8, 4, 8))
+
+
+@pytest.mark.parametrize("changes", [{"kv_heads": 2}, {"kv_heads": 0}, {"window": (1,)}, {"window": (-2, 0)},
+                                     {"softmax_scale": 0.0}, {"softcap": -1.0},
+                                     {"causal_alignment": "bottom"}])
+def test_case_rejects_bad_features(changes):
+    with pytest.raises(ValueError):
+        VarlenCase((1, 2), (1, 2), heads=3, **changes)
 
 
 @pytest.mark.parametrize("seqlens_q, seqlens_k",
@@ -71,10 +114,12 @@ def test_padded_oracle_matches_each_sequence_alone():
     summation order (~1e-12, as tests/test_oracle.py holds the mock to); padding adds no NaN, even
     to the gradients, and keys that no query sees get exactly zero gradient."""
     for case in (VarlenCase((0, 1, 65, 64, 0), (3, 64, 1, 63, 0), 2, 16, is_causal=True),
-                 VarlenCase((5, 0, 7), (9, 4, 2), 1, 8, is_causal=False)):
+                 VarlenCase((5, 0, 7), (9, 4, 2), 1, 8, is_causal=False),
+                 *varlen_feature_cpu_cases()):
         q, k, v, cu_q, cu_k, _, _ = case.make_qkv("cpu")
         q, k, v = (t.double().requires_grad_() for t in (q, k, v))
-        o, lse = dense_attention_varlen(q, k, v, cu_q, cu_k, case.is_causal)
+        f = case.features()
+        o, lse = dense_attention_varlen(q, k, v, cu_q, cu_k, case.is_causal, **f)
         o.backward(case.make_grad_out("cpu").double())
         assert all(bool(torch.isfinite(g).all()) for g in (q.grad, k.grad, v.grad)), case
         starts_q, starts_k = case.offsets()
@@ -85,16 +130,39 @@ def test_padded_oracle_matches_each_sequence_alone():
                 continue
             rows_q = slice(starts_q[b], starts_q[b + 1])
             o_b, lse_b = dense_attention(*(t.detach()[r].transpose(0, 1) for t, r in
-                                           ((q, rows_q), (k, rows_k), (v, rows_k))), case.is_causal)
-            assert (o[rows_q].detach().transpose(0, 1) - o_b).abs().max() < 1e-12, (case, b)
-            assert (lse[rows_q].detach().transpose(0, 1) - lse_b).abs().max() < 1e-12, (case, b)
+                                           ((q, rows_q), (k, rows_k), (v, rows_k))), case.is_causal, **f)
+            o_p, lse_p = o[rows_q].detach().transpose(0, 1), lse[rows_q].detach().transpose(0, 1)
+            assert (o_p - o_b).abs().max() < 1e-12, (case, b)
+            assert torch.equal(lse_p.isneginf(), lse_b.isneginf()), (case, b)
+            finite = lse_b.isfinite()
+            assert (lse_p[finite] - lse_b[finite]).abs().max() < 1e-12, (case, b)
 
 
-def test_varlen_mask_leaves_no_row_fully_masked():
-    mask = varlen_mask(torch.tensor([0, 0, 2]), torch.tensor([0, 0, 3]), 2, 3, True)
-    assert mask.any(-1).all()
-    assert mask[0, 0].tolist() == [[True, False, False], [True, False, False]]  # padded rows: key 0
+def test_padded_oracle_rows_that_see_no_key_are_zero_and_send_no_gradient():
+    """Bottom-right causal, (3 queries, 1 key) next to (1, 2): the first two rows of sequence 0 see
+    nothing (o = 0, lse = -inf, dq = 0); their upstream gradient reaches no key."""
+    case = VarlenCase((3, 1), (1, 2), 1, 4, is_causal=True, causal_alignment="bottom_right")
+    q, k, v, cu_q, cu_k, _, _ = case.make_qkv("cpu")
+    q, k, v = (t.double().requires_grad_() for t in (q, k, v))
+    o, lse = dense_attention_varlen(q, k, v, cu_q, cu_k, True, causal_alignment="bottom_right")
+    assert not o[:2].any() and lse[:2, 0].tolist() == [-math.inf, -math.inf] and lse[2:].isfinite().all()
+    do = torch.zeros_like(o)
+    do[:2] = 1.0
+    o.backward(do)
+    assert not q.grad.any() and not k.grad.any() and not v.grad.any()
+
+
+def test_varlen_mask_per_sequence_alignment_and_padded_rows():
+    cu_q, cu_k = torch.tensor([0, 0, 2, 3]), torch.tensor([0, 0, 3, 4])
+    mask = varlen_mask(cu_q, cu_k, 2, 3, True)
+    assert not mask[0].any() and not mask[2, 0, 1].any()  # no queries; a padded row sees nothing
     assert mask[1, 0].tolist() == [[True, False, False], [True, True, False]]
+    assert mask[2, 0, 0].tolist() == [True, False, False]
+    right = varlen_mask(cu_q, cu_k, 2, 3, True, window=(0, -1), causal_alignment="bottom_right")
+    # sequence 1 (2 queries, 3 keys) shifts by 1, sequence 2 (1 query, 1 key) by 0, not by the
+    # packed batch's 4 - 3 = 1
+    assert right[1, 0].tolist() == [[False, True, False], [False, False, True]]
+    assert right[2, 0].tolist() == [[True, False, False], [False, False, False]]
 
 
 def test_sequence_rows_skips_sequences_without_queries_and_rejects_ones_without_keys():

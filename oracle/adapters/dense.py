@@ -30,15 +30,17 @@ def attention(
 def attention_varlen_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+    **features,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     # The oracle pads to the longest sequence itself; max_seqlen_* are part of the contract only.
-    o, lse = dense_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal)
+    o, lse = dense_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, **features)
     return o.to(q.dtype), lse.float().detach()
 
 
 def attention_varlen(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+    **features,
 ) -> torch.Tensor:
     return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                     is_causal)[0]
+                                     is_causal, **features)[0]
