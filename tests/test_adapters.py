@@ -124,7 +124,8 @@ def test_flex_rows_that_see_no_key_on_cpu(eager_flex):
     assert torch.isneginf(lse[..., :empty]).all() and torch.isfinite(lse[..., empty:]).all()
 
 
-def _dense_flex(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_aux=None):
+def _dense_flex(q, k, v, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_aux=None,
+               kernel_options=None):
     """A differentiable stand-in for compiled flex on the CPU, written from flex's documented
     semantics (the block mask's ``mask_mod``, then ``score_mod`` on the scaled scores)."""
     k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))

@@ -48,12 +48,19 @@ Compile cost, which the suite must afford (hundreds of shapes, dtypes and masks 
 - Dynamo runs under :func:`_settings`: a raised recompile limit that fails loudly when hit (rather
   than silently running flex's unfused eager path), no duck sizing (which would tie a batch to an
   equal head count, and so make it static), and size-oblivious sizes (else a length of 1, or of one
-  mask block, 128, or less, would be specialized into a graph of its own).
+  mask block, 128, or less, would be specialized into a graph of its own). On an H200 with torch 2.11
+  (2026-12-01) two calls of the GPU suite failed to compile under these settings (Inductor's
+  "AssertionError: failed to set ranges [1, 64]"): a compile failure through this module's choices,
+  to be told apart from a wrong answer of flex;
+- flex's decoding kernel is never chosen (``kernel_options={"FORCE_USE_FLEX_ATTENTION": True}``):
+  on the same H200 run its lowering failed under dynamic shapes for every ``n_q < 128`` call
+  ("LoweringException: TypeError: unsupported operand type(s) for &: 'floor' and 'Add'", in
+  ``flex_decoding.py``), so the decoding kernel is not what this module tests.
 
 What still compiles anew: each dtype, head dim and GQA group; a batch of 1 (flex's lowering guards
 on it); each explicit scale value (Inductor makes a float argument a constant of the graph); a
 softcap the first time (a ``score_mod`` at all, not its value); and, from Inductor's lowering on
-CUDA, ``n_q < 128`` or not (whether flex's decoding kernel may serve). With Dynamo's eager backend
+CUDA, ``n_q < 128`` or not. With Dynamo's eager backend
 on the CPU, new lengths, batches, leading dims, layouts, causal flags, windows and alignments make no
 new graph (``tests/test_adapters.py``). Not tested through this module, by these choices: flex on
 strided inputs, and its forward without an lse (what a call under ``no_grad`` would run).
@@ -84,6 +91,9 @@ be spent by the first few head dims."""
 MASKS = 64
 """Block masks kept (:func:`_block_mask`): a check calls a case's shape a handful of times, and a
 mask is a few int32 tensors of ``n / 128`` blocks a side."""
+
+KERNEL_OPTIONS = {"FORCE_USE_FLEX_ATTENTION": True}
+"""Never flex's decoding kernel (see the module docstring)."""
 
 _flex = torch.compile(flex_attention, dynamic=True)
 
@@ -143,7 +153,8 @@ class _Flex(torch.autograd.Function):
             leaves = [t.detach().requires_grad_(t.device.type != "cpu" or wanted)
                       for t, wanted in zip((q, k, v), ctx.needs_input_grad)]
             o, aux = _flex(*leaves, score_mod=score_mod, block_mask=block_mask, scale=scale,
-                           enable_gqa=group > 1, return_aux=AuxRequest(lse=True))
+                           enable_gqa=group > 1, return_aux=AuxRequest(lse=True),
+                           kernel_options=KERNEL_OPTIONS)
         ctx.graph = (leaves, o)
         lse = aux.lse.detach()
         ctx.mark_non_differentiable(lse)
@@ -154,8 +165,10 @@ class _Flex(torch.autograd.Function):
         leaves, o = ctx.graph
         wanted = [t for t in leaves if t.requires_grad]
         with _settings():
-            # retain_graph: a second backward through the same call reuses the recorded one.
-            grads = iter(torch.autograd.grad(o, wanted, do, retain_graph=True))
+            # No retain_graph: Inductor donates the compiled backward's buffers, which a retained
+            # graph forbids (the H200 run of 2026-12-01 raised "non-empty donated buffers ...
+            # requires ... retain_graph=False"); each forward of the suite gets one backward.
+            grads = iter(torch.autograd.grad(o, wanted, do))
         return (*(next(grads) if t.requires_grad else None for t in leaves), None, None, None, None)
 
 
