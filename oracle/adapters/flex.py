@@ -168,7 +168,9 @@ class _Flex(torch.autograd.Function):
             # No retain_graph: Inductor donates the compiled backward's buffers, which a retained
             # graph forbids (the H200 run of 2026-12-01 raised "non-empty donated buffers ...
             # requires ... retain_graph=False"); each forward of the suite gets one backward.
-            grads = iter(torch.autograd.grad(o, wanted, do))
+            # A contiguous upstream gradient: the compiled backward guards the strides it was
+            # compiled for, and the suite's layouts hand it others (the H200 run failed on them).
+            grads = iter(torch.autograd.grad(o, wanted, do.contiguous()))
         return (*(next(grads) if t.requires_grad else None for t in leaves), None, None, None, None)
 
 
