@@ -8,10 +8,12 @@ bfloat16 is on the GPU grid only: the Triton interpreter's bfloat16 ``tl.dot`` r
 """
 
 import math
+import types
 
 import pytest
 import torch
 
+from oracle.adapters import dense as dense_adapter
 from oracle.dense import dense_attention
 from oracle.varlen import dense_attention_varlen, sequence_rows, varlen_mask
 from properties.case import FEATURE_FIELDS
@@ -44,6 +46,26 @@ def test_varlen_gpu(kernel, check, case):
 @pytest.mark.parametrize("case", case_params(varlen_feature_cpu_cases()))
 def test_varlen_features_on_references(module, check, case):
     check(load_kernel(module), case)  # no skip: these modules declare everything the cases use
+
+
+def _forward_only_lse(fn):
+    """``fn`` (an ``..._with_lse`` entry point) with no graph recorded, as the contract allows."""
+    def forward_only(*args, **kwargs):
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return forward_only
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_varlen_checks_take_gradients_through_attention_varlen(check):
+    """A module whose ``attention_varlen_with_lse`` and ``attention_with_lse`` are forward-only (their
+    ``o`` has no ``grad_fn``) passes: gradients come from ``attention_varlen`` and ``attention``."""
+    module = types.ModuleType("forward_only_lse")
+    for name in ("FEATURES", "attention", "attention_varlen"):
+        setattr(module, name, getattr(dense_adapter, name))
+    module.attention_with_lse = _forward_only_lse(dense_adapter.attention_with_lse)
+    module.attention_varlen_with_lse = _forward_only_lse(dense_adapter.attention_varlen_with_lse)
+    check(module, VarlenCase((3, 0, 5), (2, 4, 5), 2, 8, is_causal=True, kv_heads=1, window=(2, -1)))
 
 
 # -- the varlen case and the padded oracle themselves: no kernel calls below --
