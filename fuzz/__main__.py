@@ -17,7 +17,8 @@ checks that compare with the oracle), FAIL (with its replay line) or n/a (with t
 :mod:`fuzz.report`. ``--output PATH`` writes it there too (without it, it is printed only).
 
 Exit status: 1 when a check failed (``run``, ``replay``, ``repro``, ``report``: a report gates like
-``run``, and is printed and written first), 2 on bad arguments.
+``run``, and is printed and written first), 2 on bad arguments; 130 when a ``report`` was
+interrupted (it still prints and writes the kernels it finished).
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ def cmd_report(args) -> int:
     from pathlib import Path
 
     from fuzz import profiles, report
-    from fuzz.runner import fuzz_checks
+    from fuzz.runner import CheckResult, fuzz_checks
 
     kernels = list(dict.fromkeys(args.kernel or [DEFAULT_KERNEL]))
     missing = [k for k in kernels if not _importable(k)]
@@ -253,14 +254,26 @@ def cmd_report(args) -> int:
     database = profiles.database(args.db or profiles.database_dir())
     share = args.budget / len(kernels)
     columns = {}
+    interrupted = None
     for kernel in kernels:
         print(f"fuzzing kernel {kernel}: {len(checks)} checks, {share:g} s, profile {profile}, "
               f"{size.name} sizes", file=sys.stderr, flush=True)
-        columns[kernel] = fuzz_checks(
-            kernel, check_names=checks, budget=share, size=size, database=database, profile=profile,
-            shrink_budget=args.shrink_budget, case_timeout=args.case_timeout, random_seed=args.seed,
-        )
+        try:
+            columns[kernel] = fuzz_checks(
+                kernel, check_names=checks, budget=share, size=size, database=database, profile=profile,
+                shrink_budget=args.shrink_budget, case_timeout=args.case_timeout, random_seed=args.seed,
+            )
+        except KeyboardInterrupt:
+            # Interrupted (Ctrl-C, or `timeout -s INT`): the page still shows the kernels finished,
+            # and says which were not; a kernel cut short shows every check "not run".
+            interrupted = kernel
+            break
+    for kernel in kernels:
+        columns.setdefault(kernel, [CheckResult(name) for name in checks])
     header = report.header(_report_command(args, kernels, profile, size.name))
+    if interrupted:
+        header += (f"\n\nInterrupted while fuzzing `{interrupted}`: its column and those after it were not "
+                   "run.")
     page = report.markdown(columns, replay=functools.partial(_command, "repro"), header=header)
     print(page, end="")
     if args.output:
@@ -268,7 +281,8 @@ def cmd_report(args) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page)
         print(f"written to {path}", file=sys.stderr)
-    return 1 if any(r.failure is not None for results in columns.values() for r in results) else 0
+    failed = any(r.failure is not None for results in columns.values() for r in results)
+    return 130 if interrupted else 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         "for the checks that compare with the oracle), 'FAIL [n]' (note n: the replay line of the "
         "smallest failing case) or 'n/a [n]' (note n: why the check did not apply). The page opens with "
         "the date, the machine and the command that regenerates it. Exit status: 1 if any cell is FAIL "
-        "(after printing and writing the page), 2 on bad arguments, else 0.")
+        "(after printing and writing the page), 2 on bad arguments, 130 if interrupted (the page, with "
+        "the kernels finished, is still printed and written), else 0.")
     report.add_argument("--kernel", action="append", help="kernel module, one column each "
                         "(repeatable; default: flash)")
     report.add_argument("--budget", type=float, default=REPORT_BUDGET,

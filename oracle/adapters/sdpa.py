@@ -83,6 +83,24 @@ AUTO = Backend(forced=None)
 """This module's own: SDPA picks, on the inputs as they come (deterministic mode excludes cuDNN)."""
 
 
+def rows_without_keys(q: torch.Tensor, k: torch.Tensor, is_causal: bool, causal_alignment: str) -> str | None:
+    """The reason a backend whose bottom-right path is ``CausalBias``'s mask cannot take a call in
+    which some rows see no key (bottom-right causal, ``n_q > n_k``), or None.
+
+    PyTorch documents it: ``causal_lower_right`` warns "Lower right causal bias will produce NaNs in
+    the output when seq_len_q > seq_len_kv!". Measured on an H200 (torch 2.11, 2026-12-01, the
+    suite's GPU runs): the memory-efficient backend returned NaN outputs and gradients on those
+    rows, cuDNN finite values that are not 0 (``check_empty_rows``, ``check_convex_hull``, the
+    oracle checks on ``Case(n_q=1023, n_k=257, head_dim=64, leading=(2,), dtype='float16',
+    is_causal=True, seed=4, causal_alignment='bottom_right')``); the flash backend, whose own causal
+    mask is bottom-right, returned 0 there and passed.
+    """
+    if is_causal and causal_alignment == "bottom_right" and q.shape[-2] > k.shape[-2]:
+        return ("bottom-right causal with n_q > n_k leaves rows with no key, and SDPA documents that "
+                "its lower-right causal bias then produces NaNs (torch.nn.attention.bias.causal_lower_right)")
+    return None
+
+
 def _aligned(t: torch.Tensor, unit_last_stride: bool = False) -> torch.Tensor:
     """``t``, or a contiguous copy of it when any of its ``[n, d]`` slices or rows does not start
     16-byte aligned (its first element, or a stride of a dim longer than one, is not a multiple of

@@ -16,7 +16,9 @@ restored after). ``check_deterministic`` is expected to FAIL for it (cuDNN's bac
 ``dq`` in an order that varies from call to call). That is a finding about cuDNN, not to be hidden
 by the adapter; a pass on a GPU run would be worth recording too.
 
-Declared by :func:`unsupported` (n/a, with the reason): a head dim that is not a multiple of 8, and
+Declared by :func:`unsupported` (n/a, with the reason): bottom-right causal calls with ``n_q > n_k``
+(:func:`oracle.adapters.sdpa.rows_without_keys`: SDPA documents NaNs there, and this backend gave
+wrong rows on an H200); a head dim that is not a multiple of 8, and
 ``n_k = 1`` (``check_cudnn_tensor_shapes``: "cudnn SDPA does not support key/value sequence length
 1").
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch.nn.attention import SDPBackend
 
-from oracle.adapters.sdpa import Backend, attention_for
+from oracle.adapters.sdpa import Backend, attention_for, rows_without_keys
 
 FEATURES = frozenset({"scale", "gqa", "bottom_right"})
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -36,10 +38,10 @@ DEVICE_TYPES = frozenset({"cuda"})
 attention = attention_for(Backend(SDPBackend.CUDNN_ATTENTION, deterministic=False, fused=True))
 
 
-def unsupported(q, k, v, is_causal=False, **features) -> str | None:
+def unsupported(q, k, v, is_causal=False, *, causal_alignment="top_left", **features) -> str | None:
     """Why SDPA's cuDNN backend does not take this call (the contract's ``unsupported``), or None."""
     if q.shape[-1] % 8:
         return f"SDPA's cuDNN backend needs a head dim that is a multiple of 8, got {q.shape[-1]}"
     if k.shape[-2] == 1:
         return "SDPA's cuDNN backend takes no key/value sequence of length 1 (check_cudnn_tensor_shapes)"
-    return None
+    return rows_without_keys(q, k, is_causal, causal_alignment)

@@ -11,7 +11,9 @@ SDPA as ``[batch, heads, n, d]`` with a unit last stride, 16-byte aligned (the b
 storage offset too, ``check_data_ptr_alignment_mem_efficient``). Forward and backward run in
 deterministic mode (the backward then sums ``dq`` without atomics).
 
-Declared by :func:`unsupported` (n/a, with the reason): a head dim that is not a multiple of 8
+Declared by :func:`unsupported` (n/a, with the reason): bottom-right causal calls with ``n_q > n_k``
+(:func:`oracle.adapters.sdpa.rows_without_keys`: SDPA documents NaNs there, and this backend gave
+wrong rows on an H200); a head dim that is not a multiple of 8
 (float16, bfloat16) or of 4 (float32) on sm80 or newer (``check_head_dim_size_mem_efficient``: SDPA
 does not pad the head dim for this backend).
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch.nn.attention import SDPBackend
 
-from oracle.adapters.sdpa import Backend, attention_for
+from oracle.adapters.sdpa import Backend, attention_for, rows_without_keys
 
 FEATURES = frozenset({"scale", "bottom_right"})
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -30,11 +32,11 @@ DEVICE_TYPES = frozenset({"cuda"})
 attention = attention_for(Backend(SDPBackend.EFFICIENT_ATTENTION, fused=True))
 
 
-def unsupported(q, k, v, is_causal=False, **features) -> str | None:
+def unsupported(q, k, v, is_causal=False, *, causal_alignment="top_left", **features) -> str | None:
     """Why SDPA's memory-efficient backend does not take this call (the contract's ``unsupported``)."""
     multiple = 4 if q.dtype == torch.float32 else 8
     if q.shape[-1] % multiple:
         dtype = str(q.dtype).removeprefix("torch.")
         return (f"SDPA's memory-efficient backend needs a head dim that is a multiple of {multiple} for "
                 f"{dtype} (check_head_dim_size_mem_efficient), got {q.shape[-1]}")
-    return None
+    return rows_without_keys(q, k, is_causal, causal_alignment)
