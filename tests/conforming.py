@@ -32,7 +32,12 @@ def kv_heads(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 
 def visible(n_q: int, n_k: int, is_causal: bool, window, causal_alignment: str, device) -> torch.Tensor:
-    """``[n_q, n_k]`` bool: query i sees key j (the contract's rule, written out)."""
+    """``[n_q, n_k]`` bool: query i sees key j (the contract's rule, written out).
+
+    Written again here rather than imported from ``oracle.dense.visible_keys`` on purpose: this
+    module stands for someone else's kernel, written from the contract's text alone, so a mistake in
+    the oracle's mask shows as a disagreement instead of being shared.
+    """
     i = torch.arange(n_q, device=device)[:, None]
     j = torch.arange(n_k, device=device)[None, :]
     c = i + (n_k - n_q if causal_alignment == "bottom_right" else 0)
