@@ -6,7 +6,7 @@ float64 oracle may be at most ``factor`` times the worst error of a PyTorch refe
 plus a floor:
 
     max |kernel - oracle|  <=  factor * max |reference - oracle|  +  floor
-    floor = (u(dtype) + ACCUMULATOR_ULPS * u(float32) * (1 + 2 S)) * magnitude
+    floor = (u(dtype) + ACCUMULATOR_ULPS * u(float32) * (1 + 2 S)) * magnitude + u(dtype) x_min(dtype)
 
 Why each piece:
 
@@ -25,6 +25,8 @@ Why each piece:
   one each, so :data:`ACCUMULATOR_ULPS` = 8 ulp of float32 (about 5e-7, relative). On float32
   inputs that term is what lets a kernel be a few ulp worse than PyTorch's exact ``exp``; measured
   on an H100, float32 errors of the Triton kernel were up to 3.4x the reference's at ~1e-6.
+- ``u(dtype) x_min(dtype)`` (:func:`underflow`) is what storing a result below the dtype's
+  smallest normal number ``x_min`` costs, absolute: half a subnormal spacing (float16: 3e-8).
 - ``S`` (:func:`score_magnitude`) is the size of the scores' *rounding*: a score is a dot product,
   rounded relative to ``scale * sum_c |q_ic| |k_jc|``, not to the score itself (which can be small
   by cancellation), and ``exp2(s - m)``, ``exp2(s - lse)`` in a backward, and the lse all carry that
@@ -117,7 +119,22 @@ def floor(dtype: torch.dtype, magnitude: float, scores: float) -> float:
     ``scores`` is :func:`score_magnitude` of the inputs (``S`` in the module docstring).
     """
     acc = ACCUMULATOR_ULPS * UNIT_ROUNDOFF[torch.float32] * (1.0 + 2.0 * scores)
-    return (UNIT_ROUNDOFF[dtype] + acc) * magnitude
+    return (UNIT_ROUNDOFF[dtype] + acc) * magnitude + underflow(dtype)
+
+
+def underflow(dtype: torch.dtype) -> float:
+    """What storing one result below the dtype's smallest normal number may cost: ``u`` times that
+    number, absolute (gradual underflow: ``fl(x) = x (1 + d) + e``, ``|e| <= u x_min``; Higham, *Accuracy
+    and Stability of Numerical Algorithms*, section 2.1). Half a subnormal spacing: 3.0e-8 in float16,
+    negligible in bfloat16 and float32.
+
+    Why the floor has it: a relative floor ``u x magnitude`` is below one subnormal spacing when the
+    magnitude is, and then demands of a subnormal result more than the dtype can hold. Found by a CPU
+    ``python -m fuzz report`` (2026-12-01) on SDPA's flash backend: a float16 ``dk`` of exact value
+    -1.2e-8 (``tiny`` values, softmax scale 2) stored as 6.0e-8, one subnormal spacing off, against a
+    bound of 6.7e-8 made of twice the reference's half-spacing error and a floor of 7.6e-9.
+    """
+    return UNIT_ROUNDOFF[dtype] * torch.finfo(dtype).smallest_normal
 
 
 def max_abs_error(x: torch.Tensor, oracle: torch.Tensor) -> float:
