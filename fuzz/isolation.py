@@ -38,6 +38,7 @@ class Verdict:
     status: str
     message: str = ""
     margins: tuple = ()
+    outside: bool = False  # n/a because of this case only (properties.kernels.OutsideLimits)
 
     @property
     def failed(self) -> bool:
@@ -47,11 +48,13 @@ class Verdict:
 def run_check(check, kernel, case) -> tuple[Verdict, bool]:
     """Run one check in this process: its :class:`Verdict`, and whether the device may be poisoned."""
     from properties.error_model import record_margins
-    from properties.kernels import NotApplicable
+    from properties.kernels import NotApplicable, OutsideLimits
 
     try:
         with record_margins() as margins:
             check(kernel, case)
+    except OutsideLimits as reason:
+        return Verdict("n/a", str(reason), outside=True), False
     except NotApplicable as reason:
         return Verdict("n/a", str(reason)), False
     except AssertionError as exc:
@@ -85,7 +88,7 @@ def _serve(conn, kernel_name: str) -> None:
             return
         check_name, line = request
         verdict, poisoned = run_check(checks[check_name], kernel, parse_case(line))
-        conn.send((verdict.status, verdict.message, verdict.margins))
+        conn.send((verdict.status, verdict.message, verdict.margins, verdict.outside))
         if poisoned and on_gpu:
             return  # the CUDA context may be unusable; the parent starts a fresh worker
 
@@ -170,14 +173,14 @@ class IsolatedChecker:
                     self.restarts += 1
                     return Verdict("timeout", f"{check_name} gave no verdict within "
                                               f"{self.case_timeout:g} s; the worker was killed")
-            status, message, margins = conn.recv()
+            status, message, margins, outside = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             elapsed = time.monotonic() - start
             code = self._kill()
             self.restarts += 1
             return Verdict("crash", f"the worker process died (exit code {code}) after "
                                     f"{elapsed:.1f} s running {check_name} on this case")
-        return Verdict(status, message, margins)
+        return Verdict(status, message, margins, outside)
 
     def close(self) -> None:
         """Stop the worker."""

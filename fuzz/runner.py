@@ -50,6 +50,11 @@ class FuzzFailure(AssertionError):
 NOT_APPLICABLE_AFTER = 5
 """A check that is not applicable to this many cases, and ran on none, is reported n/a."""
 
+OUTSIDE_LIMITS_AFTER = 50
+"""The same, for cases outside the kernel module's declared limits (``OutsideLimits``): another
+draw may fall inside them (a float16-only module, and a float32 case first), so many more are
+tried before the check is reported n/a."""
+
 
 @dataclass
 class CheckResult:
@@ -216,7 +221,8 @@ def _fuzz_one(name, checker, result, *, share, size, base, features, shrink_budg
         result.record(case, verdict)
         progress.update(result)
         if verdict.status == "n/a":
-            if result.passed == 0 and result.failed == 0 and result.not_applicable >= NOT_APPLICABLE_AFTER:
+            after = OUTSIDE_LIMITS_AFTER if verdict.outside else NOT_APPLICABLE_AFTER
+            if result.passed == 0 and result.failed == 0 and result.not_applicable >= after:
                 raise _NeverApplicable
             reject()
         if verdict.failed:

@@ -84,6 +84,11 @@ class NotApplicable(Exception):
     """A check cannot run against this kernel (for example, it has no ``attention_with_lse``)."""
 
 
+class OutsideLimits(NotApplicable):
+    """This case is outside what the kernel module declares (a feature, a dtype, a head dim, a
+    device, a call it does not take), though another case may not be: a fuzzer draws again."""
+
+
 def load_kernel(name: str) -> ModuleType:
     """Import the kernel module ``name`` and check that it has ``attention``."""
     module = importlib.import_module(name)
@@ -132,19 +137,19 @@ def require_case(kernel: ModuleType, case, device: torch.device | str | None = N
     case is inside its declared limits (dtype, head dim, device type)."""
     missing = sorted(case.needs() - features(kernel))
     if missing:
-        raise NotApplicable(f"kernel module {kernel_name(kernel)} does not declare feature(s) "
+        raise OutsideLimits(f"kernel module {kernel_name(kernel)} does not declare feature(s) "
                             f"{', '.join(missing)} (FEATURES), which this case uses")
     dtypes = getattr(kernel, "SUPPORTED_DTYPES", None)
     if dtypes is not None and case.torch_dtype not in tuple(dtypes):
-        raise NotApplicable(f"kernel module {kernel_name(kernel)} declares SUPPORTED_DTYPES "
+        raise OutsideLimits(f"kernel module {kernel_name(kernel)} declares SUPPORTED_DTYPES "
                             f"{[str(d).removeprefix('torch.') for d in dtypes]}, not {case.dtype}")
     low, high = getattr(kernel, "MIN_HEAD_DIM", None), getattr(kernel, "MAX_HEAD_DIM", None)
     if (low is not None and case.head_dim < low) or (high is not None and case.head_dim > high):
-        raise NotApplicable(f"kernel module {kernel_name(kernel)} declares head dims "
+        raise OutsideLimits(f"kernel module {kernel_name(kernel)} declares head dims "
                             f"[{low or 1}, {high or 'any'}], not {case.head_dim}")
     types = getattr(kernel, "DEVICE_TYPES", None)
     if device is not None and types is not None and torch.device(device).type not in types:
-        raise NotApplicable(f"kernel module {kernel_name(kernel)} runs on {sorted(types)} only "
+        raise OutsideLimits(f"kernel module {kernel_name(kernel)} runs on {sorted(types)} only "
                             f"(DEVICE_TYPES), not {torch.device(device).type}")
     unsupported = getattr(kernel, "unsupported", None)
     if unsupported is not None and hasattr(case, "kv_leading"):
@@ -153,7 +158,7 @@ def require_case(kernel: ModuleType, case, device: torch.device | str | None = N
                 for lead, n in ((case.leading, case.n_q), (case.kv_leading, case.n_k)))
         why = unsupported(q, k, k, case.is_causal, **case.features())
         if why:
-            raise NotApplicable(f"kernel module {kernel_name(kernel)} does not take this call "
+            raise OutsideLimits(f"kernel module {kernel_name(kernel)} does not take this call "
                                 f"(unsupported): {why}")
 
 

@@ -21,13 +21,13 @@ from hypothesis.errors import Unsatisfiable
 
 from fuzz import profiles
 from fuzz.engine import database_key, fuzz_given, stored_cases
-from fuzz.runner import NOT_APPLICABLE_AFTER
+from fuzz.runner import NOT_APPLICABLE_AFTER, OUTSIDE_LIMITS_AFTER
 from fuzz.strategies import CPU, CPU_QUICK, GPU, cases, varlen_cases
 from oracle.dense import dense_attention
 from oracle.varlen import varlen_mask
 from properties import ALL_CHECKS
 from properties.case import DISTRIBUTIONS, Case
-from properties.kernels import NotApplicable, features, require_varlen
+from properties.kernels import NotApplicable, OutsideLimits, features, require_varlen
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_case import VarlenCase
 
@@ -46,8 +46,9 @@ def _fuzz(kernel, check, size) -> None:
 
     A case the kernel cannot take (n/a: a declared limit, say float32 for a 16-bit-only module) is
     rejected and another drawn, so one such draw does not end the test; only when the first
-    ``NOT_APPLICABLE_AFTER`` cases are all n/a, and none ran, is the test a skip with the reason (as
-    ``python -m fuzz run`` reports a check n/a).
+    ``NOT_APPLICABLE_AFTER`` cases are all n/a (``OUTSIDE_LIMITS_AFTER`` for cases outside the
+    module's declared limits), and none ran, is the test a skip with the reason (as ``python -m
+    fuzz run`` reports a check n/a).
     """
     seen = {"ran": 0, "n/a": 0, "why": ""}
 
@@ -59,7 +60,8 @@ def _fuzz(kernel, check, size) -> None:
         except NotApplicable as exc:
             seen["n/a"] += 1
             seen["why"] = str(exc)
-            if not seen["ran"] and seen["n/a"] >= NOT_APPLICABLE_AFTER:
+            after = OUTSIDE_LIMITS_AFTER if isinstance(exc, OutsideLimits) else NOT_APPLICABLE_AFTER
+            if not seen["ran"] and seen["n/a"] >= after:
                 pytest.skip(seen["why"])
             reject()
         seen["ran"] += 1
