@@ -55,7 +55,9 @@ Compile cost, which the suite must afford (hundreds of shapes, dtypes and masks 
 - flex's decoding kernel is never chosen (``kernel_options={"FORCE_USE_FLEX_ATTENTION": True}``):
   on the same H200 run its lowering failed under dynamic shapes for every ``n_q < 128`` call
   ("LoweringException: TypeError: unsupported operand type(s) for &: 'floor' and 'Add'", in
-  ``flex_decoding.py``), so the decoding kernel is not what this module tests.
+  ``flex_decoding.py``), so the decoding kernel is not what this module tests. That error comes
+  from the heads being symbolic (the option is read after them), so the head counts are also
+  marked static (:class:`_Flex`); not yet run on a GPU.
 
 What still compiles anew: each dtype, head dim and GQA group; a batch of 1 (flex's lowering guards
 on it); each explicit scale value (Inductor makes a float argument a constant of the graph); a
@@ -152,6 +154,13 @@ class _Flex(torch.autograd.Function):
         with torch.enable_grad(), _settings():
             leaves = [t.detach().requires_grad_(t.device.type != "cpu" or wanted)
                       for t, wanted in zip((q, k, v), ctx.needs_input_grad)]
+            for t in leaves:
+                # The head counts (the GQA group on q, 1 on k and v) static: Inductor's choice of
+                # flex's decoding kernel (_use_flex_decoding, torch 2.11 and 2.13) computes
+                # `ratio & (ratio - 1)` on the heads before it reads FORCE_USE_FLEX_ATTENTION, and
+                # raised "unsupported operand type(s) for &: 'floor' and 'Add'" on symbolic ones
+                # (the H200 runs of 2026-12-01). A graph per group size, as the docstring says.
+                torch._dynamo.mark_static(t, 1)
             o, aux = _flex(*leaves, score_mod=score_mod, block_mask=block_mask, scale=scale,
                            enable_gqa=group > 1, return_aux=AuxRequest(lse=True),
                            kernel_options=KERNEL_OPTIONS)
