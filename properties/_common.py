@@ -61,6 +61,29 @@ def lse_bound(q, k, is_causal: bool, **features) -> tuple[float, str]:
                           **em.lse_scales(q, k, lse64, scale=features.get("scale")))
 
 
+def oracle_gradients(q, k, v, do, is_causal: bool, **features):
+    """The float64 oracle's and the same-dtype reference's ``(dq, dk, dv)`` for upstream gradient
+    ``do``, with the error model's floor magnitudes for each and the scores' size: what a gradient
+    bound is made of (``(want, ref, magnitudes, scores)``)."""
+
+    def grads(dtype, compute_dtype):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
+        out = dense_attention(*leaves, is_causal, compute_dtype=compute_dtype, **features)[0]
+        return torch.autograd.grad(out, leaves, do.to(out.dtype))
+
+    want, ref = grads(torch.float64, torch.float64), grads(None, None)
+    scale = features.get("scale")
+    magnitudes = em.gradient_magnitudes(q, k, v, do, want, scale=scale)
+    return want, ref, magnitudes, em.score_magnitude(q, k, scale=scale)
+
+
+def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[float, str]]:
+    """The error model's bounds on ``dq, dk, dv`` of one call (as the oracle check makes them)."""
+    want, ref, magnitudes, scores = oracle_gradients(q, k, v, do, is_causal, **features)
+    return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=scores)
+            for g_ref, g64, m in zip(ref, want, magnitudes)]
+
+
 def visible(case: Case, device) -> torch.Tensor:
     """``[n_q, n_k]`` bool: True where a query of ``case`` sees a key (causal mask and window)."""
     mask = visible_mask(case.n_q, case.n_k, device, is_causal=case.is_causal, window=case.window,

@@ -29,7 +29,7 @@ from types import ModuleType
 
 import torch
 
-from oracle.dense import dense_attention, expand_kv
+from oracle.dense import expand_kv
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
@@ -55,22 +55,6 @@ def _assert_same_bits(name: str, got: dict, want: dict, ctx: str) -> None:
         if value is not None:
             em.assert_bit_equal(f"{name}, {key}", got[key], value, context=ctx,
                                 axes=("row",) if key == "lse" else ("row", "col"))
-
-
-def gradient_bounds(case: Case, q, k, v, do, **features) -> list[tuple[float, str]]:
-    """The error model's bounds on ``dq, dk, dv`` of one call (as the oracle check makes them)."""
-
-    def grads(dtype, compute_dtype):
-        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
-        out = dense_attention(*leaves, case.is_causal, compute_dtype=compute_dtype, **features)[0]
-        return torch.autograd.grad(out, leaves, do.to(out.dtype))
-
-    want, ref = grads(torch.float64, torch.float64), grads(None, None)
-    scale = features.get("scale")
-    magnitudes = em.gradient_magnitudes(q, k, v, do, want, scale=scale)
-    scores = em.score_magnitude(q, k, scale=scale)
-    return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=scores)
-            for g_ref, g64, m in zip(ref, want, magnitudes)]
 
 
 @gated
@@ -111,8 +95,8 @@ def check_gqa_matches_repeated_kv(kernel: ModuleType, case: Case, device=None) -
             em.assert_within_bound("grouped heads = k, v repeated per group, lse", grouped["lse"],
                                    repeated["lse"], em.two_sided_bound(b_g, b_r),
                                    f"lse bound of each call; each = {how}", context=ctx, axes=("row",))
-    bounds_g = gradient_bounds(case, q, k, v, do, **f)
-    bounds_r = gradient_bounds(case, q, k2, v2, do, **f)
+    bounds_g = _common.gradient_bounds(q, k, v, do, case.is_causal, **f)
+    bounds_r = _common.gradient_bounds(q, k2, v2, do, case.is_causal, **f)
     for key, (b_g, how), (b_r, _), terms in zip(("dq", "dk", "dv"), bounds_g, bounds_r, (1, group, group)):
         # A kv head's gradient in the repeated call is a sum of `group` heads' gradients, each
         # within the repeated call's bound of the exact value; the exact sum is the grouped call's.
@@ -160,7 +144,7 @@ def check_bottom_right_square_exact(kernel: ModuleType, case: Case, device=None)
 
 
 def with_empty_rows(kernel: ModuleType, case: Case, device) -> Case:
-    """``case`` if some of its rows see no key, else a case built from it whose do: bottom-right
+    """``case`` if some of its rows see no key, else a case built from it in which some do: bottom-right
     causal with ``n_q > n_k`` (the first ``n_q - n_k`` rows see nothing) where the module declares
     it, else a window ``(2, 1)``, top-left, with ``n_q >= n_k + 4`` (rows past ``n_k + 1`` see
     nothing)."""

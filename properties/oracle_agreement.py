@@ -11,6 +11,7 @@ from types import ModuleType
 import torch
 
 from oracle.dense import dense_attention
+from properties import _common
 from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated, kernel_name, require_lse
@@ -65,17 +66,10 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
     do = case.make_grad_out(q.device)
     context = _context("check_gradients_match_oracle", kernel, case)
 
-    def grads(fn, dtype):
-        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
-        out = fn(*leaves)
-        return torch.autograd.grad(out, leaves, do.to(out.dtype))
-
     f = case.features()
-    got = grads(lambda *a: kernel.attention(*a, case.is_causal, **f), None)
-    want = grads(lambda *a: dense_attention(*a, case.is_causal, **f)[0], torch.float64)
-    ref = grads(lambda *a: dense_attention(*a, case.is_causal, compute_dtype=None, **f)[0], None)
-    magnitudes = em.gradient_magnitudes(q, k, v, do, want, scale=case.softmax_scale)
-    scores = em.score_magnitude(q, k, scale=case.softmax_scale)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    got = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
+    want, ref, magnitudes, scores = _common.oracle_gradients(q, k, v, do, case.is_causal, **f)
     for name, g, g64, g_ref, magnitude in zip(("dq", "dk", "dv"), got, want, ref, magnitudes):
         quantity = em.Quantity(f"gradient {name}", em.GRADIENT.factor)
         em.assert_within_error_model(

@@ -26,7 +26,6 @@ import torch
 from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_mask
 from properties import _common
 from properties import error_model as em
-from properties.features import gradient_bounds
 from properties.kernels import default_device, gated, require_varlen
 from properties.varlen_case import VarlenCase, VarlenInputs
 
@@ -306,7 +305,8 @@ def _separate_bounds(case: VarlenCase, q, k, v, do) -> dict[str, tuple[float, st
     f = case.features()
     bounds = {"o": _common.output_bound(q, k, v, case.is_causal, **f),
               "lse": _common.lse_bound(q, k, case.is_causal, **f)}
-    return {**bounds, **dict(zip(("dq", "dk", "dv"), gradient_bounds(case, q, k, v, do, **f)))}
+    grads = _common.gradient_bounds(q, k, v, do, case.is_causal, **f)
+    return {**bounds, **dict(zip(("dq", "dk", "dv"), grads))}
 
 
 VARLEN_CHECKS = (
