@@ -23,6 +23,12 @@ from fuzz import gpus, profiles
 from properties.kernels import DEFAULT_KERNEL, load_kernel
 
 gpus.pin_xdist_worker()  # first, before anything here touches CUDA
+# Then where the Triton kernels run (TRITON_INTERPRET=1 without CUDA), before any test module
+# imports torch._dynamo (the flex adapter does): importing Dynamo first imports Triton in a way
+# that makes the interpreted flash kernels fail ("Cannot call @triton.jit'd outside of the scope
+# of a kernel"), as `pytest tests/test_adapters.py tests/test_properties.py` showed on the CPU.
+import flash._runtime  # noqa: E402,F401
+
 profiles.load()
 
 
