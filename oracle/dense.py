@@ -62,6 +62,11 @@ def visible_mask(
                         is_causal=is_causal, window=window, causal_alignment=causal_alignment)
 
 
+def softmax_scale(head_dim: int, scale: float | None = None) -> float:
+    """The softmax scale a call uses: ``scale``, or ``1 / sqrt(head_dim)`` when it is None."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else scale
+
+
 def causal_mask(n_q: int, n_k: int, device: torch.device | str) -> torch.Tensor:
     """``[n_q, n_k]`` bool, True where key ``j`` is hidden from query ``i`` (``j > i``, top-left aligned)."""
     return torch.ones(n_q, n_k, dtype=torch.bool, device=device).triu(1)
@@ -93,7 +98,7 @@ def dense_scores(
     and padding. k may have fewer heads than q (grouped-query attention, :func:`expand_kv`).
     """
     k = expand_kv(q, k)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = softmax_scale(q.shape[-1], scale)
     s = torch.matmul(q, k.transpose(-2, -1)) * scale
     if softcap:
         s = softcap * torch.tanh(s / softcap)

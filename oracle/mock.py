@@ -9,11 +9,9 @@ the tiling and computes dense attention directly. Both paths are differentiable 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from oracle.dense import ALIGNMENTS, expand_kv, visible_keys
+from oracle.dense import ALIGNMENTS, expand_kv, softmax_scale, visible_keys
 
 
 class FlashAttentionMock:
@@ -46,7 +44,7 @@ class FlashAttentionMock:
         acc = torch.promote_types(q.dtype, torch.float32)
         q3, k3, v3 = (t.reshape(-1, t.shape[-2], t.shape[-1]).to(acc) for t in (q, k, v))
         mask = _Mask(n_q, k.shape[-2], is_causal, window, causal_alignment)
-        scale = 1.0 / math.sqrt(d) if scale is None else scale
+        scale = softmax_scale(d, scale)
         if self.naive:
             o, lse = self._dense(q3, k3, v3, mask, scale, softcap)
         else:

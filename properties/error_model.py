@@ -67,7 +67,7 @@ from typing import NamedTuple
 
 import torch
 
-from oracle.dense import expand_kv
+from oracle.dense import expand_kv, softmax_scale
 
 UNIT_ROUNDOFF: dict[torch.dtype, float] = {
     torch.float16: 2.0**-11,
@@ -107,7 +107,7 @@ def gradient_magnitudes(
     def elem(t: torch.Tensor) -> float:
         return float(t.double().abs().max())
 
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scale = softmax_scale(q.shape[-1], scale)
     dp = scale * row_norm(do) * row_norm(v)
     terms = (dp * elem(k), dp * elem(q), elem(do))
     return tuple(max(term, elem(g)) for term, g in zip(terms, oracle_grads))
@@ -416,7 +416,7 @@ def score_magnitude(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = N
     """
     with torch.no_grad():
         sums = torch.matmul(q.double().abs(), expand_kv(q, k).double().abs().transpose(-2, -1))
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = softmax_scale(q.shape[-1], scale)
     return float(sums.max()) * scale if sums.numel() else 0.0
 
 

@@ -15,6 +15,7 @@ from types import ModuleType
 
 import torch
 
+from oracle.dense import softmax_scale
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
@@ -99,7 +100,7 @@ def check_key_translation(kernel: ModuleType, case: Case, device=None) -> None:
     )
     if lse is None:
         return
-    scale = 1 / math.sqrt(q.shape[-1]) if case.softmax_scale is None else case.softmax_scale
+    scale = softmax_scale(q.shape[-1], case.softmax_scale)
     shift = (q.double() @ u.double().to(q.device)) * scale
     l_left, how_l = _common.lse_bound(q, k2, case.is_causal, **f)
     l_right, _ = _common.lse_bound(q, k, case.is_causal, **f)

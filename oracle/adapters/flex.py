@@ -72,13 +72,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 
 import torch
 import torch.fx.experimental._config as fx_config
 from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
-from oracle.dense import ALIGNMENTS
+from oracle.dense import ALIGNMENTS, softmax_scale
 
 FEATURES = frozenset({"scale", "gqa", "window", "softcap", "bottom_right"})
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -204,7 +203,7 @@ def attention_with_lse(
     left, right = window if window is not None else (-1, -1)
     mask = _block_mask(n_q, n_k, q.device, bool(is_causal), offset, left, right)
     score_mod = _capped(torch.tensor(float(softcap), device=q.device)) if softcap else None
-    scale = 1 / math.sqrt(d) if scale is None else scale
+    scale = softmax_scale(d, scale)
     o, lse = _Flex.apply(q4, k4, v4, score_mod, mask, scale, group)
     return o.reshape(*q.shape[:-1], v.shape[-1]), lse.reshape(q.shape[:-1])
 
