@@ -19,9 +19,9 @@ from flash.varlen import FlashAttentionVarlen, attention_varlen, attention_varle
 BATCH_INVARIANT = True
 """Each leading-dim slice is computed by its own programs, so batching never changes a bit."""
 
-FEATURES = frozenset({"varlen"})
-"""Of the contract's features (``properties/kernels.py``), only packed batches so far: no softmax
-scale, grouped-query heads, window, softcap or bottom-right alignment; checks of those are n/a."""
+FEATURES = frozenset({"scale", "gqa", "window", "softcap", "bottom_right", "varlen"})
+"""Every feature of the contract (``properties/kernels.py``), in the dense and the packed entry
+points, forward and backward (:mod:`flash.scores` says how the kernels see them)."""
 
 MIN_HEAD_DIM = 1
 

@@ -1,7 +1,7 @@
 """The backward pass as the spec describes it: dense attention rebuilt in PyTorch from the saved lse.
 
 Given the saved ``q, k, v, o``, the forward's row log-sum-exp ``lse`` and the upstream gradient
-``do``, with ``P = exp(S - lse)``, ``S = scale * q k^T``:
+``do``, with ``P = exp(S - lse)``, ``S = scale * q k^T`` (softcapped and masked as the forward's):
 
     dv = P^T do,   dP = do v^T,   D = rowsum(do * o),   dS = P * (dP - D),
     dq = scale * dS k,   dk = scale * dS^T q
@@ -18,13 +18,13 @@ choice; if compiling fails, the eager path is used and a warning says so once.
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 
 import torch
 
-from oracle.dense import causal_mask
+from flash.scores import Features, resolve
+from oracle.dense import expand_kv, visible_mask
 
 
 def dense_backward(
@@ -35,23 +35,40 @@ def dense_backward(
     lse: torch.Tensor,
     do: torch.Tensor,
     is_causal: bool,
+    features: Features | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients ``dq, dk, dv`` (in the dtype of q) of attention, recomputed densely from ``lse``."""
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    qf, kf, vf, of, dof = (t.float() for t in (q, k, v, o, do))
-    s = torch.matmul(qf, kf.transpose(-2, -1)) * scale
-    if is_causal:
-        s = s.masked_fill(causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    """Gradients ``dq, dk, dv`` (in the dtype of q) of attention, recomputed densely from ``lse``.
+
+    ``features`` as the forward resolved them (:func:`flash.scores.resolve`; default none).
+    Grouped heads are expanded (k, v repeated per group) and their kv gradients summed per group.
+    """
+    f = resolve(q.shape[-1], is_causal) if features is None else features
+    qf, of, dof = (t.float() for t in (q, o, do))
+    kf, vf = (expand_kv(q, t).float() for t in (k, v))
+    s = torch.matmul(qf, kf.transpose(-2, -1)) * f.scale
+    if f.softcap:
+        t = torch.tanh(s / f.softcap)
+        s = t * f.softcap
+    window = None if f.left == f.right == -1 else (f.left, f.right)
+    seen = visible_mask(q.shape[-2], k.shape[-2], q.device, window=window,
+                        causal_alignment="bottom_right" if f.bottom_right else "top_left")
+    if seen is not None:
+        s = s.masked_fill(~seen, float("-inf"))
     # P from the saved lse, as the spec says, not a softmax recomputed here: a wrong lse must show
     # in the gradients. Its rounding (the forward's order, base 2) against these scores is what the
-    # error model's score term (properties.error_model.score_magnitude) allows for.
-    p = torch.exp(s - lse.unsqueeze(-1))
+    # error model's score term (properties.error_model.score_magnitude) allows for. A row that
+    # sees no key has lse = -inf and scores at -inf: subtracting 0 instead makes its P 0, not NaN.
+    p = torch.exp(s - lse.masked_fill(lse == float("-inf"), 0.0).unsqueeze(-1))
     dv = torch.matmul(p.transpose(-2, -1), dof)
     dp = torch.matmul(dof, vf.transpose(-2, -1))
     delta = (dof * of).sum(-1, keepdim=True)
     ds = p * (dp - delta)
-    dq = torch.matmul(ds, kf) * scale
-    dk = torch.matmul(ds.transpose(-2, -1), qf) * scale
+    if f.softcap:
+        ds = ds * (1.0 - t * t)  # d/dx c tanh(x / c) = 1 - tanh^2
+    dq = torch.matmul(ds, kf) * f.scale
+    dk = torch.matmul(ds.transpose(-2, -1), qf) * f.scale
+    if k.dim() >= 3 and k.shape[-3] != q.shape[-3]:  # grouped heads: sum over each group
+        dk, dv = (g.unflatten(-3, (k.shape[-3], -1)).sum(-3) for g in (dk, dv))
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
@@ -66,14 +83,14 @@ def _want_compile(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def flash_attention_backward(q, k, v, o, lse, do, is_causal: bool):
+def flash_attention_backward(q, k, v, o, lse, do, is_causal: bool, *, features: Features | None = None):
     """:func:`dense_backward`, compiled where that is wanted and works (see the module docstring)."""
     global _compiled, _compile_failed
     if _want_compile(q.device) and not _compile_failed:
         if _compiled is None:
             _compiled = torch.compile(dense_backward, dynamic=True)
         try:
-            return _compiled(q, k, v, o, lse, do, is_causal)
+            return _compiled(q, k, v, o, lse, do, is_causal, features)
         except Exception as exc:  # noqa: BLE001 - any compiler failure means: run eagerly
             _compile_failed = True
             warnings.warn(
@@ -82,4 +99,4 @@ def flash_attention_backward(q, k, v, o, lse, do, is_causal: bool):
                 RuntimeWarning,
                 stacklevel=2,
             )
-    return dense_backward(q, k, v, o, lse, do, is_causal)
+    return dense_backward(q, k, v, o, lse, do, is_causal, features)

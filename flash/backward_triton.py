@@ -19,21 +19,24 @@ Caution, what this backward does and does not do:
 - it covers what the forward covers (:mod:`flash.forward`): any leading dims and strides
   (including stride 0 on a leading dim, and any strides of ``do``), nothing copied; any
   ``n_q, n_k >= 1``; float16, bfloat16, float32 (float32 products in IEEE fp32, not TF32); head
-  dims 1..256, padded to a power of two and masked; causal top-left (query ``i`` sees key ``j``
-  iff ``j <= i``);
+  dims 1..256, padded to a power of two and masked; every feature of the forward (scale, grouped
+  heads, bottom-right alignment, windows, softcap with tanh's derivative ``1 - tanh^2``), and rows
+  that see no key (lse ``-inf``) get zero gradients, not NaN;
 - it is **deterministic**: every element of ``dq``, ``dk``, ``dv`` is written by exactly one
   program, which sums its tiles in a fixed order; there are no atomics, so two calls on the same
   inputs (and the same tile sizes) give bit-identical gradients;
-- a causal key tile skips the query tiles wholly before it (they cannot see it), and a causal
-  query tile skips the key tiles wholly after it, as in the forward; keys that no query sees
-  (causal with ``n_k > n_q``) get ``dk = dv = 0``;
+- a key tile visits only the query tiles whose band reaches it, and a query tile only the key
+  tiles its band reaches, as in the forward; keys that no query sees (causal with ``n_k > n_q``,
+  outside every window) get ``dk = dv = 0``;
+- grouped heads: one dk/dv program per (key tile, kv head) sums the group's query heads in a fixed
+  order, so it stays deterministic and writes each kv row once;
 - ``dk``, ``dv`` come back contiguous in the *shape* of ``k``, ``v``: for a stride-0 broadcast
   ``k`` that is the expanded shape, which is what autograd expects of the gradient of a view;
 - 16-bit inputs: ``P`` and ``dS`` are rounded to the input dtype before their products, as the
   forward rounds ``P``; accumulators are float32;
 - packed variable-length input (:mod:`flash.varlen`) runs the same kernels with ``VARLEN`` set:
   each program works on one sequence's window of a head, found from ``cu_seqlens``;
-- it does not support dropout, attention bias, sliding windows or float64.
+- it does not support dropout, attention bias or float64.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ import triton
 import triton.language as tl
 
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernels are decorated)
-from flash.forward import LOG2E, offset_alignment, padded_head_dim, slice_offsets
+from flash.forward import group_size, offset_alignment, padded_head_dim, slice_offsets
+from flash.scores import Features, diagonal, key_range, query_range, resolve, scores, visible
 
 
 @triton.jit
@@ -110,15 +114,20 @@ def _backward_preprocess_kernel(
 @triton.jit
 def _backward_dkdv_kernel(
     Q, K, V, DO, LSE, Delta, DK, DV,
-    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,  # int64 [S]: slice starts, as in the forward
-    CU_Q, CU_K,  # VARLEN: int32 [B + 1] sequence starts; else unused
+    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,  # int64: slice starts (q, do by query slice;
+    CU_Q, CU_K,  # VARLEN: int32 [B + 1] sequence starts; else unused      k, v by kv slice)
     stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_don, stride_dod,
     stride_ls, stride_ln,  # lse and Delta: element strides between slices and between rows
     stride_gs, stride_gn,  # dk and dv (one layout): element strides between slices and rows
     N_Q, N_K, HEAD_DIM, num_k_tiles, num_slices,
-    qk_scale,  # softmax scale times log2(e): scores live in base 2, as in the forward
+    group,  # query heads per kv head: kv slice s serves query slices s * group .. + group - 1
+    qk_scale, cap_log2, win_left, win_right,  # as in the forward (flash.scores)
     sm_scale,  # the softmax scale itself, applied to dk once at the end
-    IS_CAUSAL: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    BOTTOM_RIGHT: tl.constexpr,
+    EMPTY_ROWS: tl.constexpr,
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -126,21 +135,18 @@ def _backward_dkdv_kernel(
     INPUT_PRECISION: tl.constexpr,
     OFFSET_ALIGN: tl.constexpr,  # divides every slice offset (flash.forward.offset_alignment)
 ):
-    # One program per (key tile, slice[, sequence]); it owns rows [start_k, start_k + BLOCK_K)
-    # of dk and dv, so nothing is shared between programs and no atomics are needed. Everything
-    # is computed transposed ([BLOCK_K, BLOCK_Q]) so that the products with q and do need no
+    # One program per (key tile, kv slice[, sequence]); it owns rows [start_k, start_k + BLOCK_K)
+    # of dk and dv, so nothing is shared between programs and no atomics are needed: the query
+    # heads of a group are summed here, one after the other, in a fixed order. Everything is
+    # computed transposed ([BLOCK_K, BLOCK_Q]) so that the products with q and do need no
     # transposes of the accumulators.
     pid = tl.program_id(0)
     pid_k = pid % num_k_tiles
     pid_b, row_q, row_k, n_q, n_k = _window(pid // num_k_tiles, CU_Q, CU_K, N_Q, N_K, num_slices,
                                             VARLEN)
 
-    q_base = Q + tl.multiple_of(tl.load(Q_OFFSETS + pid_b), OFFSET_ALIGN) + row_q * stride_qn
-    do_base = DO + tl.multiple_of(tl.load(DO_OFFSETS + pid_b), OFFSET_ALIGN) + row_q * stride_don
     k_base = K + tl.multiple_of(tl.load(K_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_kn
     v_base = V + tl.multiple_of(tl.load(V_OFFSETS + pid_b), OFFSET_ALIGN) + row_k * stride_vn
-    lse_base = LSE + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
-    delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
 
     start_k = pid_k * BLOCK_K
     offs_k = start_k + tl.arange(0, BLOCK_K)
@@ -157,44 +163,56 @@ def _backward_dkdv_kernel(
     dk = tl.zeros([BLOCK_K, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_K, BLOCK_D], dtype=tl.float32)
 
-    # Causal: query i sees key j iff j <= i, so rows before start_k see nothing of this tile;
-    # start at the query tile holding row start_k. If start_k >= n_q no row sees it: the loop is
+    # Only the query tiles whose band reaches this key tile (causal: from the tile holding row
+    # start_k on). If no row sees it (causal with start_k >= n_q, a window past it) the loop is
     # empty and dk = dv = 0, which is the right gradient.
-    lo = 0
-    if IS_CAUSAL:
-        lo = (start_k // BLOCK_Q) * BLOCK_Q
-    hi = n_q
+    diag = diagonal(n_q, n_k, BOTTOM_RIGHT)
+    lo_diag = diag - win_left
+    hi_diag = diag + win_right
+    lo, hi = query_range(start_k, start_k + BLOCK_K - 1, n_q, lo_diag, hi_diag, BLOCK_Q,
+                         HAS_LEFT, HAS_RIGHT)
     if VARLEN:
         # The grid is sized for the longest sequence: a tile past the end of a shorter one
         # skips the loop and stores nothing (every row is masked).
-        hi = tl.where(start_k < n_k, n_q, 0)
+        hi = tl.where(start_k < n_k, hi, lo)
 
-    for start_q in range(lo, hi, BLOCK_Q):
-        rows = start_q + offs_q
-        mask_q = rows < n_q
-        mask_dq = mask_d[:, None] & mask_q[None, :]
-        # -- load q and do transposed, [D, BQ] --
-        qt = tl.load(q_base + rows[None, :].to(tl.int64) * stride_qn + offs_d[:, None] * stride_qd,
-                     mask=mask_dq, other=0.0)
-        do_t = tl.load(do_base + rows[None, :].to(tl.int64) * stride_don + offs_d[:, None] * stride_dod,
-                       mask=mask_dq, other=0.0)
-        lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
-        lse = lse * 1.4426950408889634  # base 2
-        delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
-        # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
-        # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
-        st = tl.dot(k, qt, input_precision=INPUT_PRECISION) * qk_scale
-        visible = mask_q[None, :]
-        if IS_CAUSAL:
-            visible = visible & (rows[None, :] >= offs_k[:, None])
-        st = tl.where(visible, st, float("-inf"))
-        pt = tl.exp2(st - lse[None, :])
-        # -- dv += P^T do --
-        dv += tl.dot(pt.to(do_t.dtype), tl.trans(do_t), input_precision=INPUT_PRECISION)
-        # -- dS^T = P^T * (dP^T - D), dP^T = v do^T; dk += dS^T q --
-        dpt = tl.dot(v, do_t, input_precision=INPUT_PRECISION)
-        dst = pt * (dpt - delta[None, :])
-        dk += tl.dot(dst.to(qt.dtype), tl.trans(qt), input_precision=INPUT_PRECISION)
+    for g in range(0, group):
+        q_slice = pid_b * group + g
+        q_base = Q + tl.multiple_of(tl.load(Q_OFFSETS + q_slice), OFFSET_ALIGN) + row_q * stride_qn
+        do_base = DO + tl.multiple_of(tl.load(DO_OFFSETS + q_slice), OFFSET_ALIGN) + row_q * stride_don
+        lse_base = LSE + q_slice.to(tl.int64) * stride_ls + row_q * stride_ln
+        delta_base = Delta + q_slice.to(tl.int64) * stride_ls + row_q * stride_ln
+        for start_q in range(lo, hi, BLOCK_Q):
+            rows = start_q + offs_q
+            mask_q = rows < n_q
+            mask_dq = mask_d[:, None] & mask_q[None, :]
+            # -- load q and do transposed, [D, BQ] --
+            qt = tl.load(q_base + rows[None, :].to(tl.int64) * stride_qn + offs_d[:, None] * stride_qd,
+                         mask=mask_dq, other=0.0)
+            do_t = tl.load(do_base + rows[None, :].to(tl.int64) * stride_don + offs_d[:, None] * stride_dod,
+                           mask=mask_dq, other=0.0)
+            lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
+            lse = lse * 1.4426950408889634  # base 2
+            if EMPTY_ROWS:
+                # A row that sees no key has lse = -inf and every score at -inf: use lse 0, so
+                # that its P is exp2(-inf) = 0 and not NaN.
+                lse = tl.where(lse == float("-inf"), 0.0, lse)
+            delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
+            # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
+            # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
+            st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+            seen = visible(mask_q[None, :], rows[None, :], offs_k[:, None], lo_diag, hi_diag,
+                           HAS_LEFT, HAS_RIGHT)
+            st = tl.where(seen, st, float("-inf"))
+            pt = tl.exp2(st - lse[None, :])
+            # -- dv += P^T do --
+            dv += tl.dot(pt.to(do_t.dtype), tl.trans(do_t), input_precision=INPUT_PRECISION)
+            # -- dS^T = P^T * (dP^T - D), dP^T = v do^T; dk += dS^T q --
+            dpt = tl.dot(v, do_t, input_precision=INPUT_PRECISION)
+            dst = pt * (dpt - delta[None, :])
+            if SOFTCAP:
+                dst = dst * (1.0 - tt * tt)  # d/dx c tanh(x / c) = 1 - tanh^2
+            dk += tl.dot(dst.to(qt.dtype), tl.trans(qt), input_precision=INPUT_PRECISION)
 
     dk *= sm_scale
     # dk and dv are contiguous (allocated by the launcher), laid out by stride_gs, stride_gn.
@@ -206,14 +224,18 @@ def _backward_dkdv_kernel(
 @triton.jit
 def _backward_dq_kernel(
     Q, K, V, DO, LSE, Delta, DQ,
-    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,
+    Q_OFFSETS, K_OFFSETS, V_OFFSETS, DO_OFFSETS,  # all by query slice (k, v repeated per group)
     CU_Q, CU_K,
     stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd, stride_don, stride_dod,
     stride_ls, stride_ln,
     stride_gs, stride_gn,  # dq: element strides between slices and between rows
     N_Q, N_K, HEAD_DIM, num_q_tiles, num_slices,
-    qk_scale, sm_scale,
-    IS_CAUSAL: tl.constexpr,
+    qk_scale, cap_log2, win_left, win_right, sm_scale,
+    SOFTCAP: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    BOTTOM_RIGHT: tl.constexpr,
+    EMPTY_ROWS: tl.constexpr,
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -249,17 +271,22 @@ def _backward_dq_kernel(
                  mask=mask_qd, other=0.0)
     lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     lse = lse * 1.4426950408889634  # base 2
+    if EMPTY_ROWS:
+        lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row that sees no key: P = 0, not NaN
     delta = tl.load(delta_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)
 
-    # Causal: key tiles wholly in the future of this query tile are never visited.
-    hi = n_k
-    if IS_CAUSAL:
-        hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)
+    # Only the key tiles this query tile's band reaches (causal: none wholly in its future).
+    diag = diagonal(n_q, n_k, BOTTOM_RIGHT)
+    lo_diag = diag - win_left
+    hi_diag = diag + win_right
+    first_row = pid_q * BLOCK_Q
+    lo, hi = key_range(first_row, first_row + BLOCK_Q - 1, n_k, lo_diag, hi_diag, BLOCK_K,
+                       HAS_LEFT, HAS_RIGHT)
     if VARLEN:
-        hi = tl.where(pid_q * BLOCK_Q < n_q, hi, 0)  # a tile past this sequence's end
+        hi = tl.where(first_row < n_q, hi, lo)  # a tile past this sequence's end
 
-    for start_k in range(0, hi, BLOCK_K):
+    for start_k in range(lo, hi, BLOCK_K):
         cols = start_k + offs_k
         mask_k = cols < n_k
         mask_dk = mask_d[:, None] & mask_k[None, :]
@@ -268,16 +295,17 @@ def _backward_dq_kernel(
                      mask=mask_dk, other=0.0)
         vt = tl.load(v_base + cols[None, :].to(tl.int64) * stride_vn + offs_d[:, None] * stride_vd,
                      mask=mask_dk, other=0.0)
-        # -- recompute P; keys past the end (and, if causal, in the future) get exp2(-inf) = 0 --
-        s = tl.dot(q, kt, input_precision=INPUT_PRECISION) * qk_scale
-        visible = mask_k[None, :]
-        if IS_CAUSAL:
-            visible = visible & (offs_q[:, None] >= cols[None, :])
-        s = tl.where(visible, s, float("-inf"))
+        # -- recompute P; keys past the end (and outside the band) get exp2(-inf) = 0 --
+        s, t = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+        seen = visible(mask_k[None, :], offs_q[:, None], cols[None, :], lo_diag, hi_diag,
+                       HAS_LEFT, HAS_RIGHT)
+        s = tl.where(seen, s, float("-inf"))
         p = tl.exp2(s - lse[:, None])
         # -- dS = P * (dP - D), dP = do v^T; dq += dS k --
         dp = tl.dot(do, vt, input_precision=INPUT_PRECISION)
         ds = p * (dp - delta[:, None])
+        if SOFTCAP:
+            ds = ds * (1.0 - t * t)  # d/dx c tanh(x / c) = 1 - tanh^2
         dq += tl.dot(ds.to(kt.dtype), tl.trans(kt), input_precision=INPUT_PRECISION)
 
     dq *= sm_scale
@@ -340,16 +368,21 @@ def flash_attention_backward(
     do: torch.Tensor,
     is_causal: bool,
     *,
+    features: Features | None = None,
     config: BackwardConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients of ``o = softmax(q k^T / sqrt(d)) v`` with respect to q, k and v, in Triton.
+    """Gradients of ``o = softmax(scale q k^T) v`` with respect to q, k and v, in Triton.
 
     Args:
-        q: ``[..., n_q, d]``; k, v: ``[..., n_k, d]``, as given to the forward (any strides).
+        q: ``[..., h_q, n_q, d]``; k, v: ``[..., h_kv, n_k, d]``, as given to the forward (any
+            strides; ``h_q`` a multiple of ``h_kv``).
         o: ``[..., n_q, d]`` the forward's output; lse: ``[..., n_q]`` float32, its row
             log-sum-exp (natural log) of the scaled scores.
         do: ``[..., n_q, d]`` the upstream gradient of ``o`` (any strides, same dtype as q).
-        is_causal: as in the forward (top-left aligned).
+        is_causal: as in the forward.
+        features: the forward's (:func:`flash.scores.resolve`); default: none (``1/sqrt(d)``,
+            top-left, no window or softcap). With ``is_causal`` they must say so too
+            (``right == 0``): ``features`` is what the kernels read.
         config: tile sizes and launch options; default :func:`backward_config`. Tile sizes must
             be powers of two >= 16.
 
@@ -357,6 +390,7 @@ def flash_attention_backward(
         ``dq`` shaped like q, ``dk`` like k, ``dv`` like v, contiguous, in the dtype of q.
     """
     config = backward_config(q.shape[-1], q.dtype) if config is None else config
+    features = resolve(q.shape[-1], is_causal) if features is None else features
     for name in ("block_q_dkdv", "block_k_dkdv", "block_q_dq", "block_k_dq"):
         block = getattr(config, name)
         if block < 16 or block & (block - 1):
@@ -370,45 +404,63 @@ def flash_attention_backward(
     *lead, n_q, d = q.shape
     n_k = k.shape[-2]
     batch = math.prod(lead)
+    group = group_size(q, k)
     delta = torch.empty((batch, n_q), dtype=torch.float32, device=q.device)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=q.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
     launch_backward(
         q, k, v, o, lse.contiguous(), do, delta, dq, dk, dv,
-        tuple(slice_offsets(t) for t in (q, k, v, o, do)), None, None,
-        lse_strides=(n_q, 1), dq_strides=(n_q * d, d), dkv_strides=(n_k * d, d),
-        n_q=n_q, n_k=n_k, slices=batch, sequences=1, is_causal=is_causal, config=config,
+        Offsets(*(slice_offsets(t) for t in (q, k, v, o, do)),
+                k_by_q=slice_offsets(k, group), v_by_q=slice_offsets(v, group)),
+        None, None, lse_strides=(n_q, 1), dq_strides=(n_q * d, d), dkv_strides=(n_k * d, d),
+        n_q=n_q, n_k=n_k, slices=batch, group=group, sequences=1, features=features,
+        config=config,
     )
     return dq, dk, dv
+
+
+class Offsets(NamedTuple):
+    """The slice-offset tables (:func:`flash.forward.slice_offsets`) the backward kernels read.
+
+    ``q``, ``o``, ``do`` by query slice; ``k``, ``v`` by kv slice (the dk/dv kernel's programs);
+    ``k_by_q``, ``v_by_q`` by query slice (the dq kernel's): the same as ``k``, ``v`` unless
+    heads are grouped.
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    o: torch.Tensor
+    do: torch.Tensor
+    k_by_q: torch.Tensor
+    v_by_q: torch.Tensor
 
 
 def launch_backward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
     do: torch.Tensor, delta: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor,
-    offsets: tuple[torch.Tensor, ...], cu_seqlens_q: torch.Tensor | None,
+    offsets: Offsets, cu_seqlens_q: torch.Tensor | None,
     cu_seqlens_k: torch.Tensor | None, *, lse_strides: tuple[int, int],
     dq_strides: tuple[int, int], dkv_strides: tuple[int, int], n_q: int, n_k: int, slices: int,
-    sequences: int, is_causal: bool, config: BackwardConfig,
+    group: int, sequences: int, features: Features, config: BackwardConfig,
 ) -> None:
-    """Launch the three backward kernels over ``slices`` slices (times ``sequences`` sequences).
+    """Launch the three backward kernels over ``slices`` query slices (times ``sequences``).
 
-    The geometry is the forward's (:func:`flash.forward.launch_forward`): ``offsets`` are the
-    slice starts of q, k, v, o and do; with ``cu_seqlens_*`` a slice is a head of packed input
-    and ``n_q``, ``n_k`` the longest sequences. ``delta`` is laid out as ``lse``
+    The geometry is the forward's (:func:`flash.forward.launch_forward`): with ``cu_seqlens_*`` a
+    slice is a head of packed input and ``n_q``, ``n_k`` the longest sequences; ``group`` query
+    slices share each kv slice (``slices // group`` of them). ``delta`` is laid out as ``lse``
     (``lse_strides``); dq, dk and dv are contiguous, laid out by ``dq_strides`` and
     ``dkv_strides`` (element strides between slices and between rows). Arguments are checked.
     """
     d = q.shape[-1]
-    q_off, k_off, v_off, o_off, do_off = offsets
     varlen = cu_seqlens_q is not None
-    cu_q = cu_seqlens_q if varlen else q_off
-    cu_k = cu_seqlens_k if varlen else q_off
+    cu_q = cu_seqlens_q if varlen else offsets.q
+    cu_k = cu_seqlens_k if varlen else offsets.q
     strides = (q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1),
                v.stride(-2), v.stride(-1), do.stride(-2), do.stride(-1))
-    scale = 1.0 / math.sqrt(d)
     launch = dict(
-        IS_CAUSAL=is_causal,
+        **features.kernel_args(varlen, n_q, n_k),
         VARLEN=varlen,
         BLOCK_D=padded_head_dim(d),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
@@ -422,25 +474,27 @@ def launch_backward(
     tiles = triton.cdiv(n_q, _PREPROCESS_BLOCK_Q)
     if tiles * programs:
         _backward_preprocess_kernel[(tiles * programs,)](
-            o, do, delta, o_off, do_off, cu_q, cu_k,
+            o, do, delta, offsets.o, offsets.do, cu_q, cu_k,
             o.stride(-2), o.stride(-1), do.stride(-2), do.stride(-1), *lse_strides,
             n_q, d, tiles, slices,
             VARLEN=varlen, BLOCK_Q=_PREPROCESS_BLOCK_Q, BLOCK_D=launch["BLOCK_D"],
             OFFSET_ALIGN=launch["OFFSET_ALIGN"],
         )
-    # -- 2. dk, dv: one program per key tile, streaming over query tiles --
+    # -- 2. dk, dv: one program per (key tile, kv slice), streaming over its query tiles --
     tiles = triton.cdiv(n_k, config.block_k_dkdv)
     if tiles * programs:
-        _backward_dkdv_kernel[(tiles * programs,)](
-            q, k, v, do, lse, delta, dk, dv, q_off, k_off, v_off, do_off, cu_q, cu_k, *strides,
-            *lse_strides, *dkv_strides, n_q, n_k, d, tiles, slices, LOG2E * scale, scale,
+        _backward_dkdv_kernel[(tiles * programs // group,)](
+            q, k, v, do, lse, delta, dk, dv, offsets.q, offsets.k, offsets.v, offsets.do,
+            cu_q, cu_k, *strides, *lse_strides, *dkv_strides, n_q, n_k, d, tiles,
+            slices // group, group, sm_scale=features.scale,
             BLOCK_Q=config.block_q_dkdv, BLOCK_K=config.block_k_dkdv, **launch,
         )
     # -- 3. dq: one program per query tile, streaming over key tiles --
     tiles = triton.cdiv(n_q, config.block_q_dq)
     if tiles * programs:
         _backward_dq_kernel[(tiles * programs,)](
-            q, k, v, do, lse, delta, dq, q_off, k_off, v_off, do_off, cu_q, cu_k, *strides,
-            *lse_strides, *dq_strides, n_q, n_k, d, tiles, slices, LOG2E * scale, scale,
+            q, k, v, do, lse, delta, dq, offsets.q, offsets.k_by_q, offsets.v_by_q, offsets.do,
+            cu_q, cu_k, *strides, *lse_strides, *dq_strides, n_q, n_k, d, tiles, slices,
+            sm_scale=features.scale,
             BLOCK_Q=config.block_q_dq, BLOCK_K=config.block_k_dq, **launch,
         )

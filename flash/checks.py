@@ -8,9 +8,13 @@ trusts the sizes and strides it is given, so a mismatch would read out of bounds
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from flash._runtime import INTERPRET
+
+CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 256
@@ -48,12 +52,22 @@ def check_inputs(q: object, k: object, v: object, is_causal: object) -> None:
             f"q is on {q.device}, but the compiled kernel needs CUDA tensors "
             "(set TRITON_INTERPRET=1 before importing flash to run on the CPU)"
         )
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+    if not (q.shape[:-3] == k.shape[:-3] == v.shape[:-3]) or not q.dim() == k.dim() == v.dim():
         raise ValueError(
-            "q, k and v must have the same leading dims [...], got "
+            "q, k and v must have the same leading dims [...] before the heads, got "
             f"q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])}, v {tuple(v.shape[:-2])} "
             "(broadcast with .expand() first: it costs no copy)"
         )
+    if q.dim() >= 3:
+        h_q, h_k, h_v = q.shape[-3], k.shape[-3], v.shape[-3]
+        if h_k != h_v:
+            raise ValueError(f"k and v must have the same number of heads (dim -3), got k {h_k} "
+                             f"and v {h_v}")
+        if h_q % h_k if h_k else h_q:  # (0 heads everywhere is the zero-size error below)
+            raise ValueError(
+                f"q's heads (dim -3) must be a multiple of k's and v's (grouped-query attention: "
+                f"query head h uses kv head h // (h_q // h_kv)), got q {h_q} and k, v {h_k}"
+            )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"k and v must have the same length n_k, got k {k.shape[-2]} and v {v.shape[-2]}"
@@ -72,6 +86,35 @@ def check_inputs(q: object, k: object, v: object, is_causal: object) -> None:
         raise ValueError(f"k is empty: n_k = k.shape[-2] must be >= 1, got shape {tuple(k.shape)}")
     if q.numel() == 0:
         raise ValueError(f"q has a zero-size leading dim: shape {tuple(q.shape)}")
+
+
+def check_features(scale: object, window: object, softcap: object, causal_alignment: object) -> None:
+    """Raise ``TypeError``/``ValueError`` unless the feature arguments are valid (``properties/kernels.py``).
+
+    ``scale``: ``None`` or a finite real number; ``window``: ``None`` or a pair of ints, each ``>= -1``
+    (-1: unbounded); ``softcap``: ``None`` or a finite real ``>= 0`` (0: off); ``causal_alignment``:
+    ``"top_left"`` or ``"bottom_right"``.
+    """
+    for name, value in (("scale", scale), ("softcap", softcap)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be None or a real number, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
+    if softcap is not None and softcap < 0:
+        raise ValueError(f"softcap must be >= 0 (0 or None: no softcap), got {softcap}")
+    if window is not None:
+        if not isinstance(window, (tuple, list)) or len(window) != 2:
+            raise TypeError(f"window must be None or a pair (left, right) of ints, got {window!r}")
+        for side, bound in zip(("left", "right"), window):
+            if isinstance(bound, bool) or not isinstance(bound, int):
+                raise TypeError(f"window's {side} bound must be an int, got {type(bound).__name__}")
+            if bound < -1:
+                raise ValueError(f"window's {side} bound must be >= -1 (-1: unbounded), got {bound}")
+    if causal_alignment not in CAUSAL_ALIGNMENTS:
+        raise ValueError(f"causal_alignment must be one of {list(CAUSAL_ALIGNMENTS)}, "
+                         f"got {causal_alignment!r}")
 
 
 def check_varlen_inputs(
@@ -99,9 +142,10 @@ def check_varlen_inputs(
     if all(isinstance(t, torch.Tensor) for t in (q, k, v)):
         assert isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
         assert isinstance(v, torch.Tensor)
-        if not q.shape[1] == k.shape[1] == v.shape[1]:
-            raise ValueError(f"q, k and v must have the same number of heads (dim 1), got q "
-                             f"{q.shape[1]}, k {k.shape[1]}, v {v.shape[1]}")
+        if k.shape[1] != v.shape[1] or k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+            raise ValueError(f"q's heads (dim 1) must be a multiple of k's and v's, which must be "
+                             f"equal (grouped-query attention), got q {q.shape[1]}, k {k.shape[1]}, "
+                             f"v {v.shape[1]}")
         # The kernel sees each head as a slice [total, d]: check that view as a dense call
         # (types, dtypes, devices, k and v lengths, head dims).
         q, k, v = (t.transpose(0, 1) for t in (q, k, v))

@@ -10,14 +10,21 @@ Caution, what this kernel does and does not do:
   not TF32, so a float32 result is a float32 result;
 - head dims 1..256; a head dim that is not a power of two is padded to the next one (at least 16,
   the smallest ``tl.dot``) and the padding is masked on every load and store;
-- causal attention is **top-left aligned**: query ``i`` sees key ``j`` iff ``j <= i``, the same
-  convention as ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``. With
-  ``n_q > n_k`` the last rows see every key; no row ever sees none, since key 0 is always visible;
+- the contract's features (:mod:`flash.scores`): a softmax ``scale``; grouped-query heads (k, v
+  with ``h_kv`` heads, ``h_q % h_kv == 0``: query head ``h`` reads kv head ``h // (h_q // h_kv)``
+  in place, through the slice-offset table, never a copy); causal masking **top-left aligned** by
+  default (query ``i`` sees key ``j`` iff ``j <= i``, as ``scaled_dot_product_attention``) or
+  ``causal_alignment="bottom_right"`` (``j <= i + n_k - n_q``, FlashAttention-2's); sliding
+  windows ``(left, right)``; a ``softcap``. A window or bottom-right mask is a band of keys per
+  row: a program visits only the key tiles its band reaches, unmasked where every row sees the
+  tile whole and masked on the band's edges;
+- a row that sees no key (a window past the keys, bottom-right with ``n_q > n_k``) stores ``o = 0``
+  and ``lse = -inf``, never NaN;
 - it stores the output (in the input dtype) and the row log-sum-exp ``lse`` (float32, natural log)
-  of the scaled scores, ``lse_i = log sum_j exp(scale * q_i . k_j)``, which the backward needs;
+  of the (capped) scaled scores, ``lse_i = log sum_j exp(s_ij)``, which the backward needs;
 - with ``VARLEN`` set (:mod:`flash.varlen`), a slice is one head of packed sequences and each
   program computes a window of it read from ``cu_seqlens``: the same arithmetic on fewer rows;
-- it does not support dropout, attention bias, sliding windows or float64.
+- it does not support dropout, attention bias or float64.
 """
 
 from __future__ import annotations
@@ -31,25 +38,29 @@ import triton
 import triton.language as tl
 
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernel is decorated)
-from flash.checks import check_inputs
+from flash.checks import check_features, check_inputs
+from flash.scores import LOG2E, Features, diagonal, key_range, resolve, scores, visible
 
-LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+__all__ = ["LOG2E", "ForwardConfig", "flash_attention_forward", "forward_config", "launch_forward"]
 
 
 @triton.jit
 def _attend_key_tiles(
     acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-    offs_q, offs_d, mask_d, n_k, qk_scale, lo, hi,
+    offs_q, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, lo, hi,
     MASKED: tl.constexpr,
-    IS_CAUSAL: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    EMPTY_ROWS: tl.constexpr,
     BLOCK_K: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
     """The online softmax over key tiles ``[lo, hi)``; returns the updated ``acc, l_i, m_i``.
 
-    ``MASKED=False`` is for tiles that every row sees whole (no key past ``n_k``, none in a
-    row's future): no mask is built, loaded or applied. ``MASKED=True`` hides keys past ``n_k``
-    and, if causal, keys after the row.
+    ``MASKED=False`` is for tiles that every row sees whole (no key past ``n_k``, none outside a
+    row's band): no mask is built, loaded or applied. ``MASKED=True`` hides keys past ``n_k`` and
+    outside the band (:func:`flash.scores.visible`).
     """
     offs_k = tl.arange(0, BLOCK_K)
     for start_k in range(lo, hi, BLOCK_K):
@@ -64,19 +75,23 @@ def _attend_key_tiles(
         else:
             kt = tl.load(kt_ptrs, mask=mask_d[:, None], other=0.0)
             v = tl.load(v_ptrs, mask=mask_d[None, :], other=0.0)
-        # -- scores; if masked, keys past the end (and, if causal, in the future) at -inf --
-        s = tl.dot(q, kt, input_precision=INPUT_PRECISION) * qk_scale
+        # -- scores (base 2, softcapped if asked); if masked, hidden keys at -inf --
+        s, _ = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
         if MASKED:
-            visible = mask_k[None, :]
-            if IS_CAUSAL:
-                visible = visible & (offs_q[:, None] >= cols[None, :])
-            s = tl.where(visible, s, float("-inf"))
+            seen = visible(mask_k[None, :], offs_q[:, None], cols[None, :], lo_diag, hi_diag,
+                           HAS_LEFT, HAS_RIGHT)
+            s = tl.where(seen, s, float("-inf"))
         # -- online softmax: rescale what was accumulated to the new row max --
-        # Every row sees at least one key of the first tile visited (key 0, or a key before the
-        # tile's first row), so after it m_new is finite and neither exp2 sees -inf - (-inf).
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        if EMPTY_ROWS:
+            # A row that has seen no key yet has m_new = -inf: subtract 0 instead, so that
+            # exp2(-inf - 0) = 0 and not exp2(-inf - (-inf)) = NaN. Without EMPTY_ROWS every row
+            # sees a key of the first tile visited (key 0, or the first key of its band).
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_use = m_new
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         # -- accumulate p @ v --
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
@@ -93,8 +108,14 @@ def _flash_forward_kernel(
     stride_os, stride_on,  # o: element stride between slices and between rows
     stride_ls, stride_ln,  # lse: element stride between slices and between rows
     N_Q, N_K, HEAD_DIM, num_q_tiles, num_slices,
-    qk_scale,  # softmax scale times log2(e): scores live in base 2 inside the kernel
-    IS_CAUSAL: tl.constexpr,
+    qk_scale,  # scale * log2(e): scores live in base 2 inside the kernel (scale / c with SOFTCAP)
+    cap_log2,  # SOFTCAP: c * log2(e)
+    win_left, win_right,  # the band (flash.scores): keys c_i - left ..= c_i + right, if flagged
+    SOFTCAP: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    BOTTOM_RIGHT: tl.constexpr,
+    EMPTY_ROWS: tl.constexpr,
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -103,11 +124,12 @@ def _flash_forward_kernel(
     OFFSET_ALIGN: tl.constexpr,  # a power of two that divides every slice offset (in elements)
 ):
     # One program per (query tile, slice[, sequence]). The query tile varies fastest, so programs
-    # that run side by side read the same K/V slice and share it in L2.
+    # that run side by side read the same K/V slice and share it in L2. (A grouped-query slice
+    # reads its kv head's slice: K_OFFSETS and V_OFFSETS are indexed by query slice.)
     pid = tl.program_id(0)
     pid_q = pid % num_q_tiles
     pid_b = pid // num_q_tiles
-    if IS_CAUSAL:
+    if HAS_RIGHT:
         # Causal work grows with the query tile: launch the longest tiles first, so the short
         # ones fill the gaps at the end instead of a long one running alone.
         pid_q = num_q_tiles - 1 - pid_q
@@ -150,38 +172,63 @@ def _flash_forward_kernel(
     l_i = tl.zeros([BLOCK_Q], dtype=tl.float32)  # running denominator, relative to m_i
     acc = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)  # running unnormalized output
 
-    # Key tiles are visited in two runs. First the tiles that every row of this query tile sees
-    # whole: they lie before n_k and, if causal, before the tile's first row, so they need no
-    # mask at all. Then the rest, masked: the partial last tile (keys past n_k) and, if causal,
-    # the tiles on the diagonal. Causal tiles wholly in the future are never visited.
-    full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k
-    hi = n_k
-    if IS_CAUSAL:
-        hi = tl.minimum(n_k, (pid_q + 1) * BLOCK_Q)
-        full_hi = tl.minimum(full_hi, (pid_q * BLOCK_Q // BLOCK_K) * BLOCK_K)
+    # Row i sees keys i + lo_diag ..= i + hi_diag (flash.scores). Key tiles are visited in three
+    # runs: [lo, full_lo) masked, [full_lo, full_hi) unmasked, [full_hi, hi) masked. The unmasked
+    # run holds the tiles every row of this query tile sees whole: before n_k, after the last
+    # row's lower bound and before the first row's upper bound, so they need no mask at all. The
+    # masked runs hold the rest: the band's edges (the causal diagonal) and the partial last key
+    # tile. Tiles no row sees are never visited.
+    diag = diagonal(n_q, n_k, BOTTOM_RIGHT)
+    lo_diag = diag - win_left
+    hi_diag = diag + win_right
+    first_row = pid_q * BLOCK_Q
+    last_row = first_row + BLOCK_Q - 1
+    lo, hi = key_range(first_row, last_row, n_k, lo_diag, hi_diag, BLOCK_K, HAS_LEFT, HAS_RIGHT)
     if VARLEN:
         # The grid is sized for the longest sequence; a tile past the end of a shorter one has
-        # no row to compute, so it skips both runs and stores nothing (every row is masked).
-        hi = tl.where(pid_q * BLOCK_Q < n_q, hi, 0)
-        full_hi = tl.minimum(full_hi, hi)
+        # no row to compute, so it skips every run and stores nothing (every row is masked).
+        hi = tl.where(first_row < n_q, hi, lo)
+    full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k
+    if HAS_RIGHT:
+        full_hi = tl.minimum(full_hi, (tl.maximum(first_row + hi_diag + 1, 0) // BLOCK_K) * BLOCK_K)
+    full_lo = lo
+    if HAS_LEFT:
+        full_lo = tl.cdiv(tl.maximum(last_row + lo_diag, 0), BLOCK_K) * BLOCK_K
+    # lo <= full_lo <= full_hi <= hi, each run possibly empty; the unmasked run stays inside
+    # the tiles every row sees whole.
+    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
+    full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
 
     acc, l_i, m_i = _attend_key_tiles(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-        offs_q, offs_d, mask_d, n_k, qk_scale, 0, full_hi,
-        MASKED=False, IS_CAUSAL=IS_CAUSAL, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+        offs_q, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, lo, full_lo,
+        MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP,
+        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
     )
     acc, l_i, m_i = _attend_key_tiles(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-        offs_q, offs_d, mask_d, n_k, qk_scale, full_hi, hi,
-        MASKED=True, IS_CAUSAL=IS_CAUSAL, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+        offs_q, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_lo, full_hi,
+        MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP,
+        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+    )
+    acc, l_i, m_i = _attend_key_tiles(
+        acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+        offs_q, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_hi, hi,
+        MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP,
+        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
     )
 
-    # l_i >= 1 (the max element contributes exp2(0) = 1), so neither division nor log needs
-    # the spec's eps.
-    if VARLEN:
-        l_i = tl.maximum(l_i, 1.0)  # only a skipped tile has l_i = 0; it stores nothing
+    # A row that saw a key has l_i >= 1 (its max contributes exp2(0) = 1), so neither the
+    # division nor the log needs the spec's eps. A row that saw none (EMPTY_ROWS) has l_i = 0
+    # and acc = 0: it stores o = 0 and lse = -inf. (A varlen tile past its sequence's end has
+    # l_i = 0 too, and stores nothing.)
+    if EMPTY_ROWS or VARLEN:
+        empty = l_i == 0.0
+        l_i = tl.where(empty, 1.0, l_i)
     acc = acc / l_i[:, None]
     lse = (m_i + tl.log2(l_i)) / 1.4426950408889634  # back to natural log
+    if EMPTY_ROWS:
+        lse = tl.where(empty, float("-inf"), lse)
 
     o_ptrs = o_base + offs_q[:, None].to(tl.int64) * stride_on + offs_d[None, :]
     tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=mask_q[:, None] & mask_d[None, :])
@@ -240,25 +287,31 @@ def offset_alignment(*tensors: torch.Tensor) -> int:
     return align
 
 
-def slice_offsets(t: torch.Tensor) -> torch.Tensor:
-    """Element offset of each ``[n, d]`` slice of ``t``, in the row-major order of its leading dims.
+def slice_offsets(t: torch.Tensor, group: int = 1) -> torch.Tensor:
+    """Element offset of each ``[n, d]`` slice of ``t``, in the row-major order of its leading dims,
+    each repeated ``group`` times.
 
     This is what lets the kernel take any leading layout (batch and heads in either order, a
-    stride-0 broadcast dim, a sliced batch) without a ``.contiguous()`` copy. The table depends
-    only on the leading sizes and strides, so it is built once per layout and device and cached.
+    stride-0 broadcast dim, a sliced batch) without a ``.contiguous()`` copy. With ``group`` > 1
+    it is the table of a kv tensor indexed by *query* slice: the heads are the last leading dim,
+    so query slice ``s`` of ``[..., h_q]`` uses kv slice ``s // group`` of ``[..., h_kv]`` (query
+    head ``h`` uses kv head ``h // group``), and grouped-query attention copies nothing either.
+    The table depends only on the leading sizes and strides, so it is built once per layout and
+    device and cached.
     """
-    return _slice_offsets(tuple(t.shape[:-2]), tuple(t.stride()[:-2]), t.device)
+    return _slice_offsets(tuple(t.shape[:-2]), tuple(t.stride()[:-2]), t.device, group)
 
 
 @functools.lru_cache(maxsize=256)
-def _slice_offsets(sizes: tuple[int, ...], strides: tuple[int, ...], device: torch.device) -> torch.Tensor:
+def _slice_offsets(sizes: tuple[int, ...], strides: tuple[int, ...], device: torch.device,
+                   group: int = 1) -> torch.Tensor:
     # Built on the CPU and copied once: building it on the GPU took a dozen tiny kernel launches
     # per tensor per call, a measurable share of a short attention call. The copy from pageable
     # memory is synchronous, so the cached tensor is complete before any stream reads it.
     offsets = torch.zeros((), dtype=torch.int64)
     for size, stride in zip(sizes, strides):
         offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
-    return offsets.reshape(-1).to(device)
+    return offsets.reshape(-1).repeat_interleave(group).to(device)
 
 
 def flash_attention_forward(
@@ -267,18 +320,25 @@ def flash_attention_forward(
     v: torch.Tensor,
     is_causal: bool = False,
     *,
+    scale: float | None = None,
+    window: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    causal_alignment: str = "top_left",
     block_q: int | None = None,
     block_k: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the forward kernel: ``o = softmax(q k^T / sqrt(d)) v`` and its row log-sum-exp.
+    """Run the forward kernel: ``o = softmax(scale q k^T) v`` and its row log-sum-exp.
 
     Args:
-        q: ``[..., n_q, d]`` queries.
-        k: ``[..., n_k, d]`` keys, same leading dims and dtype as ``q``.
-        v: ``[..., n_k, d]`` values.
-        is_causal: mask key ``j`` from query ``i`` when ``j > i`` (top-left aligned).
+        q: ``[..., h_q, n_q, d]`` queries.
+        k: ``[..., h_kv, n_k, d]`` keys, same dtype as ``q`` and the same leading dims but the
+            heads, ``h_q % h_kv == 0`` (grouped-query attention when ``h_kv < h_q``).
+        v: ``[..., h_kv, n_k, d]`` values.
+        is_causal: mask key ``j`` from query ``i`` when ``j > c_i``.
+        scale, window, softcap, causal_alignment: the contract's features
+            (``properties/kernels.py``; :mod:`flash.scores`).
         block_q, block_k: tile sizes (powers of two, at least 16); default from
             :func:`forward_config` (128x64 for 16-bit inputs up to d = 128; the spec's 64x64
             for float32).
@@ -286,22 +346,28 @@ def flash_attention_forward(
 
     Returns:
         ``o`` of shape ``[..., n_q, d]`` in the input dtype (contiguous), and ``lse`` of shape
-        ``[..., n_q]`` in float32.
+        ``[..., n_q]`` in float32 (``-inf`` for a row that sees no key, whose ``o`` is 0).
     """
     check_inputs(q, k, v, is_causal)
+    check_features(scale, window, softcap, causal_alignment)
     *lead, n_q, d = q.shape
     n_k = k.shape[-2]
     batch = math.prod(lead)
     o = torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((*lead, n_q), dtype=torch.float32, device=q.device)
-    q_off = slice_offsets(q)
+    group = group_size(q, k)
     launch_forward(
-        q, k, v, o, lse, q_off, slice_offsets(k), slice_offsets(v), None, None,
-        o_strides=(n_q * d, d), lse_strides=(n_q, 1), n_q=n_q, n_k=n_k, slices=batch,
-        sequences=1, is_causal=is_causal, block_q=block_q, block_k=block_k,
-        num_warps=num_warps, num_stages=num_stages,
+        q, k, v, o, lse, slice_offsets(q), slice_offsets(k, group), slice_offsets(v, group),
+        None, None, o_strides=(n_q * d, d), lse_strides=(n_q, 1), n_q=n_q, n_k=n_k, slices=batch,
+        sequences=1, features=resolve(d, is_causal, scale, window, softcap, causal_alignment),
+        block_q=block_q, block_k=block_k, num_warps=num_warps, num_stages=num_stages,
     )
     return o, lse
+
+
+def group_size(q: torch.Tensor, k: torch.Tensor) -> int:
+    """Query heads per kv head: ``h_q // h_kv`` (dim -3 of ``[..., h, n, d]``; 1 below rank 3)."""
+    return q.shape[-3] // k.shape[-3] if q.dim() >= 3 else 1
 
 
 def launch_forward(
@@ -309,16 +375,18 @@ def launch_forward(
     q_offsets: torch.Tensor, k_offsets: torch.Tensor, v_offsets: torch.Tensor,
     cu_seqlens_q: torch.Tensor | None, cu_seqlens_k: torch.Tensor | None,
     *, o_strides: tuple[int, int], lse_strides: tuple[int, int], n_q: int, n_k: int,
-    slices: int, sequences: int, is_causal: bool, block_q: int | None = None,
+    slices: int, sequences: int, features: Features, block_q: int | None = None,
     block_k: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
 ) -> None:
-    """Launch the forward kernel over ``slices`` slices (times ``sequences`` packed sequences).
+    """Launch the forward kernel over ``slices`` query slices (times ``sequences`` packed sequences).
 
-    Dense input: one ``[n_q, d]`` matrix per slice, starting at ``q_offsets[s]``; ``n_q``, ``n_k``
-    are its lengths. Packed (varlen) input, ``cu_seqlens_*`` given: a slice is a head, sequence
-    ``b`` holds its rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``, and ``n_q``, ``n_k`` are the
-    longest lengths (the grid's size). ``o_strides``, ``lse_strides``: element strides of o and
-    lse between slices and between rows. The caller has checked every argument.
+    Dense input: one ``[n_q, d]`` matrix per slice, starting at ``q_offsets[s]``, attending to the
+    k and v matrices at ``k_offsets[s]``, ``v_offsets[s]`` (indexed by query slice, so grouped
+    heads are offsets repeated per group); ``n_q``, ``n_k`` are their lengths. Packed (varlen)
+    input, ``cu_seqlens_*`` given: a slice is a head, sequence ``b`` holds its rows
+    ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``, and ``n_q``, ``n_k`` are the longest lengths (the
+    grid's size). ``o_strides``, ``lse_strides``: element strides of o and lse between slices and
+    between rows. The caller has checked every argument.
     """
     d = q.shape[-1]
     config = forward_config(d, q.dtype)
@@ -338,8 +406,7 @@ def launch_forward(
         q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1), v.stride(-2), v.stride(-1),
         *o_strides, *lse_strides,
         n_q, n_k, d, num_q_tiles, slices,
-        LOG2E / math.sqrt(d),
-        IS_CAUSAL=is_causal,
+        **features.kernel_args(varlen, n_q, n_k),
         VARLEN=varlen,
         BLOCK_Q=block_q,
         BLOCK_K=block_k,

@@ -19,6 +19,7 @@ import torch
 from flash.backward import flash_attention_backward as dense_backward
 from flash.backward_triton import flash_attention_backward as triton_backward
 from flash.forward import flash_attention_forward
+from flash.scores import resolve
 
 BACKWARDS = {"triton": triton_backward, "dense": dense_backward}
 """The backward passes ``FlashAttention`` can use, by name; the first is the default."""
@@ -29,31 +30,35 @@ def _check_backward(backward: object) -> None:
         raise ValueError(f"backward must be one of {sorted(BACKWARDS)}, got {backward!r}")
 
 
-def _forward(ctx, q, k, v, is_causal, backward):
+def _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment):
     _check_backward(backward)
-    o, lse = flash_attention_forward(q, k, v, is_causal)
+    o, lse = flash_attention_forward(q, k, v, is_causal, scale=scale, window=window,
+                                     softcap=softcap, causal_alignment=causal_alignment)
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.is_causal = is_causal
+    ctx.features = resolve(q.shape[-1], is_causal, scale, window, softcap, causal_alignment)
     ctx.backward_name = backward
     return o, lse
 
 
 def _backward(ctx, do):
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = BACKWARDS[ctx.backward_name](q, k, v, o, lse, do, ctx.is_causal)
-    return dq, dk, dv, None, None
+    dq, dk, dv = BACKWARDS[ctx.backward_name](q, k, v, o, lse, do, ctx.is_causal, features=ctx.features)
+    return dq, dk, dv, None, None, None, None, None, None
 
 
 class FlashAttention(torch.autograd.Function):
     """Flash Attention: Triton forward; Triton (default) or dense backward. Returns ``o``.
 
-    ``FlashAttention.apply(q, k, v, is_causal=False, backward="triton")``; ``backward`` is
-    ``"triton"`` or ``"dense"`` (see the module docstring).
+    ``FlashAttention.apply(q, k, v, is_causal=False, backward="triton", scale=None, window=None,
+    softcap=None, causal_alignment="top_left")``; ``backward`` is ``"triton"`` or ``"dense"`` (see
+    the module docstring), the rest are the contract's features (:func:`attention`).
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal=False, backward="triton"):
-        o, _ = _forward(ctx, q, k, v, is_causal, backward)
+    def forward(ctx, q, k, v, is_causal=False, backward="triton", scale=None, window=None,
+                softcap=None, causal_alignment="top_left"):
+        o, _ = _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment)
         return o
 
     @staticmethod
@@ -65,8 +70,9 @@ class _FlashAttentionWithLse(torch.autograd.Function):
     """As :class:`FlashAttention`, also returning the lse (not differentiable)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal=False, backward="triton"):
-        o, lse = _forward(ctx, q, k, v, is_causal, backward)
+    def forward(ctx, q, k, v, is_causal=False, backward="triton", scale=None, window=None,
+                softcap=None, causal_alignment="top_left"):
+        o, lse = _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -77,27 +83,43 @@ class _FlashAttentionWithLse(torch.autograd.Function):
 
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, *,
-    backward: str = "triton",
+    scale: float | None = None, window: tuple[int, int] | None = None,
+    softcap: float | None = None, causal_alignment: str = "top_left", backward: str = "triton",
 ) -> torch.Tensor:
-    """``softmax(q k^T / sqrt(d)) v`` over ``[..., n, d]`` inputs; differentiable in q, k, v.
+    """``softmax(scale q k^T) v`` over ``[..., h, n, d]`` inputs; differentiable in q, k, v.
 
-    Causal masking is top-left aligned: query ``i`` sees key ``j`` iff ``j <= i``, as
-    ``scaled_dot_product_attention(is_causal=True)``. See :mod:`flash.forward` for what is
-    supported. Bad arguments raise ``TypeError``/``ValueError`` naming the argument.
+    The contract's features (``properties/kernels.py``), as FlashAttention-2's
+    ``flash_attn_func(..., softmax_scale, causal, window_size, softcap)`` takes them:
+
+    - ``scale``: the softmax scale; ``None`` is ``1/sqrt(d)``;
+    - grouped-query heads: k and v ``[..., h_kv, n_k, d]`` with ``h_q % h_kv == 0``; query head
+      ``h`` uses kv head ``h // (h_q // h_kv)``, read in place (no copy);
+    - ``causal_alignment``: ``"top_left"`` (query ``i`` sees key ``j`` iff ``j <= i``, as
+      ``scaled_dot_product_attention(is_causal=True)``) or ``"bottom_right"`` (``j <= i + n_k - n_q``);
+    - ``window=(left, right)``: query ``i`` sees keys ``c_i - left ..= c_i + right`` (-1:
+      unbounded), intersected with the causal mask; only the key tiles a window reaches are read;
+    - ``softcap``: ``c > 0`` replaces each scaled score ``s`` by ``c tanh(s / c)``.
+
+    A row that sees no key gets ``o = 0`` (lse ``-inf``) and no gradient. See :mod:`flash.forward`
+    for what else is supported. Bad arguments raise ``TypeError``/``ValueError`` naming the
+    argument, before any launch.
 
     ``backward`` picks the gradient pass: ``"triton"`` (default; Triton kernels, memory linear in
     the lengths, deterministic) or ``"dense"`` (the spec's dense PyTorch backward, ``n_q x n_k``
     memory per leading index). Both give gradients within the suite's error model.
     """
-    return FlashAttention.apply(q, k, v, is_causal, backward)
+    return FlashAttention.apply(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment)
 
 
 def attention_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, *,
-    backward: str = "triton",
+    scale: float | None = None, window: tuple[int, int] | None = None,
+    softcap: float | None = None, causal_alignment: str = "top_left", backward: str = "triton",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`attention`, plus the row log-sum-exp of the scaled scores (float32, ``q.shape[:-1]``).
+    """:func:`attention`, plus the row log-sum-exp of the (capped) scaled scores (float32,
+    ``q.shape[:-1]``; ``-inf`` for a row that sees no key).
 
     The lse is returned for inspection and is not differentiable; gradients flow through ``o``.
     """
-    return _FlashAttentionWithLse.apply(q, k, v, is_causal, backward)
+    return _FlashAttentionWithLse.apply(q, k, v, is_causal, backward, scale, window, softcap,
+                                        causal_alignment)

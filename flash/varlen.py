@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import torch
 
-from flash.backward_triton import backward_config, launch_backward
-from flash.checks import check_varlen_inputs
+from flash.backward_triton import Offsets, backward_config, launch_backward
+from flash.checks import check_features, check_varlen_inputs
 from flash.forward import launch_forward, slice_offsets
+from flash.scores import Features, resolve
 
 
 def _heads_first(t: torch.Tensor) -> torch.Tensor:
@@ -36,18 +37,19 @@ def _heads_first(t: torch.Tensor) -> torch.Tensor:
 def varlen_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool,
+    features: Features,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``o [total_q, heads, d]`` (input dtype) and ``lse [total_q, heads]`` (float32) of packed input."""
-    check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal)
+    """``o [total_q, h_q, d]`` (input dtype) and ``lse [total_q, h_q]`` (float32) of packed input."""
     total_q, heads, d = q.shape
     o = torch.empty((total_q, heads, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((total_q, heads), dtype=torch.float32, device=q.device)
+    group = heads // k.shape[1]
     qh, kh, vh = (_heads_first(t) for t in (q, k, v))
     launch_forward(
-        qh, kh, vh, o, lse, slice_offsets(qh), slice_offsets(kh), slice_offsets(vh),
+        qh, kh, vh, o, lse, slice_offsets(qh), slice_offsets(kh, group), slice_offsets(vh, group),
         cu_seqlens_q, cu_seqlens_k,
         o_strides=(d, heads * d), lse_strides=(1, heads), n_q=max_seqlen_q, n_k=max_seqlen_k,
-        slices=heads, sequences=cu_seqlens_q.numel() - 1, is_causal=is_causal,
+        slices=heads, sequences=cu_seqlens_q.numel() - 1, features=features,
     )
     return o, lse
 
@@ -55,24 +57,26 @@ def varlen_forward(
 def varlen_backward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
     do: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int, max_seqlen_k: int, is_causal: bool,
+    max_seqlen_q: int, max_seqlen_k: int, features: Features,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``dq, dk, dv`` (contiguous, shaped like q, k, v) of packed input, with the Triton backward."""
     total_q, heads, d = q.shape
-    total_k = k.shape[0]
+    total_k, kv_heads = k.shape[:2]
     delta = torch.empty((total_q, heads), dtype=torch.float32, device=q.device)
     # Every row is written: each key tile's program stores its rows (zeros for a sequence with no
     # queries), each query tile's program its rows of dq.
     dq = torch.empty((total_q, heads, d), dtype=q.dtype, device=q.device)
-    dk = torch.empty((total_k, heads, d), dtype=q.dtype, device=q.device)
-    dv = torch.empty((total_k, heads, d), dtype=q.dtype, device=q.device)
-    views = [_heads_first(t) for t in (q, k, v, o, do)]
+    dk = torch.empty((total_k, kv_heads, d), dtype=q.dtype, device=q.device)
+    dv = torch.empty((total_k, kv_heads, d), dtype=q.dtype, device=q.device)
+    qh, kh, vh, oh, doh = (_heads_first(t) for t in (q, k, v, o, do))
+    group = heads // kv_heads
+    offsets = Offsets(*(slice_offsets(t) for t in (qh, kh, vh, oh, doh)),
+                      k_by_q=slice_offsets(kh, group), v_by_q=slice_offsets(vh, group))
     launch_backward(
-        *views[:3], views[3], lse, views[4], delta, dq, dk, dv,
-        tuple(slice_offsets(t) for t in views), cu_seqlens_q, cu_seqlens_k,
-        lse_strides=(1, heads), dq_strides=(d, heads * d), dkv_strides=(d, heads * d),
-        n_q=max_seqlen_q, n_k=max_seqlen_k, slices=heads, sequences=cu_seqlens_q.numel() - 1,
-        is_causal=is_causal, config=backward_config(d, q.dtype),
+        qh, kh, vh, oh, lse, doh, delta, dq, dk, dv, offsets, cu_seqlens_q, cu_seqlens_k,
+        lse_strides=(1, heads), dq_strides=(d, heads * d), dkv_strides=(d, kv_heads * d),
+        n_q=max_seqlen_q, n_k=max_seqlen_k, slices=heads, group=group,
+        sequences=cu_seqlens_q.numel() - 1, features=features, config=backward_config(d, q.dtype),
     )
     return dq, dk, dv
 
@@ -82,11 +86,15 @@ class FlashAttentionVarlen(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                is_causal=False):
+                is_causal=False, scale=None, window=None, softcap=None, causal_alignment="top_left"):
+        check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            is_causal)
+        check_features(scale, window, softcap, causal_alignment)
+        features = resolve(q.shape[-1], is_causal, scale, window, softcap, causal_alignment)
         o, lse = varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                is_causal)
+                                is_causal, features)
         ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
-        ctx.geometry = (max_seqlen_q, max_seqlen_k, is_causal)
+        ctx.geometry = (max_seqlen_q, max_seqlen_k, features)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -96,35 +104,43 @@ class FlashAttentionVarlen(torch.autograd.Function):
         if do.dtype != q.dtype:
             do = do.to(q.dtype)
         dq, dk, dv = varlen_backward(q, k, v, o, lse, do, cu_q, cu_k, *ctx.geometry)
-        return dq, dk, dv, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 
 def attention_varlen_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+    *, scale: float | None = None, window: tuple[int, int] | None = None,
+    softcap: float | None = None, causal_alignment: str = "top_left",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`attention_varlen`, plus the log-sum-exp per token and head (float32 ``[total_q, heads]``)."""
+    """:func:`attention_varlen`, plus the log-sum-exp per token and head (float32 ``[total_q, h_q]``)."""
     return FlashAttentionVarlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                      max_seqlen_k, is_causal)
+                                      max_seqlen_k, is_causal, scale, window, softcap,
+                                      causal_alignment)
 
 
 def attention_varlen(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
+    *, scale: float | None = None, window: tuple[int, int] | None = None,
+    softcap: float | None = None, causal_alignment: str = "top_left",
 ) -> torch.Tensor:
-    """Attention over packed sequences: ``o [total_q, heads, d]``, differentiable in q, k, v.
+    """Attention over packed sequences: ``o [total_q, h_q, d]``, differentiable in q, k, v.
 
     Args:
-        q: ``[total_q, heads, d]``; k, v: ``[total_k, heads, d]`` (any strides; float16,
-            bfloat16 or float32; head dims 1..256, as :func:`flash.attention`).
+        q: ``[total_q, h_q, d]``; k, v: ``[total_k, h_kv, d]`` with ``h_q % h_kv == 0`` (any
+            strides; float16, bfloat16 or float32; head dims 1..256, as :func:`flash.attention`).
         cu_seqlens_q, cu_seqlens_k: int32 ``[batch + 1]`` on q's device: 0, then the running
             totals of the sequence lengths, ending at ``total_q`` / ``total_k``.
         max_seqlen_q, max_seqlen_k: ints at least the longest query / key sequence (they size the
             grid; larger only wastes programs).
-        is_causal: top-left causal masking within each sequence.
+        is_causal: causal masking within each sequence.
+        scale, window, softcap, causal_alignment: as :func:`flash.attention`, per sequence (the
+            bottom-right diagonal and the window follow each sequence's own lengths).
 
     Raises ``TypeError``/``ValueError`` naming the argument for anything else (see
     :func:`flash.checks.check_varlen_inputs`).
     """
     return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                     max_seqlen_k, is_causal)[0]
+                                     max_seqlen_k, is_causal, scale=scale, window=window,
+                                     softcap=softcap, causal_alignment=causal_alignment)[0]

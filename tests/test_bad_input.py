@@ -22,7 +22,9 @@ BAD = [
     pytest.param(t(16), GOOD[1], GOOD[2], False, ValueError, "q must have shape .*rank >= 2", id="rank-q"),
     pytest.param(GOOD[0], t(16), GOOD[2], False, ValueError, "k must have shape .*rank >= 2", id="rank-k"),
     pytest.param(GOOD[0], GOOD[1], torch.tensor(1.0), False, ValueError, "v must have shape", id="rank-v"),
-    pytest.param(GOOD[0], t(3, 8, 16), t(3, 8, 16), False, ValueError, "same leading dims", id="leading"),
+    pytest.param(t(2, 2, 8, 16), t(3, 2, 8, 16), t(3, 2, 8, 16), False, ValueError, "same leading dims", id="leading"),
+    pytest.param(GOOD[0], t(3, 8, 16), t(3, 8, 16), False, ValueError, "multiple of k's and v's", id="heads-not-a-multiple"),
+    pytest.param(t(4, 8, 16), t(2, 8, 16), t(1, 8, 16), False, ValueError, "same number of heads", id="kv-heads-differ"),
     pytest.param(t(2, 2, 8, 16), t(2, 8, 16), t(2, 8, 16), False, ValueError, "same leading dims", id="rank-mismatch"),
     pytest.param(GOOD[0], t(2, 8, 32), GOOD[2], False, ValueError, "same head dim", id="head-dim-k"),
     pytest.param(GOOD[0], GOOD[1], t(2, 8, 32), False, ValueError, "same head dim", id="head-dim-v"),
@@ -71,3 +73,36 @@ def test_mixed_devices_on_cpu_meta():
     # Without a GPU, a second device is the meta device: the check must name it, not crash.
     with pytest.raises(ValueError, match="one device"):
         flash.attention(GOOD[0], GOOD[1].to("meta"), GOOD[2])
+
+
+BAD_FEATURES = [
+    # (feature arguments, error, message fragment)
+    pytest.param(dict(scale=float("nan")), ValueError, "scale must be finite", id="scale-nan"),
+    pytest.param(dict(scale=float("inf")), ValueError, "scale must be finite", id="scale-inf"),
+    pytest.param(dict(scale="0.1"), TypeError, "scale must be None or a real number", id="scale-str"),
+    pytest.param(dict(scale=True), TypeError, "scale must be None or a real number", id="scale-bool"),
+    pytest.param(dict(softcap=-1.0), ValueError, "softcap must be >= 0", id="softcap-negative"),
+    pytest.param(dict(softcap=float("inf")), ValueError, "softcap must be finite", id="softcap-inf"),
+    pytest.param(dict(window=(-2, 0)), ValueError, "window's left bound must be >= -1", id="window-left"),
+    pytest.param(dict(window=(0, -5)), ValueError, "window's right bound must be >= -1", id="window-right"),
+    pytest.param(dict(window=(1.5, 0)), TypeError, "window's left bound must be an int", id="window-float"),
+    pytest.param(dict(window=4), TypeError, "window must be None or a pair", id="window-int"),
+    pytest.param(dict(window=(1, 2, 3)), TypeError, "window must be None or a pair", id="window-triple"),
+    pytest.param(dict(causal_alignment="bottom"), ValueError, "causal_alignment must be one of", id="alignment"),
+]
+
+
+@pytest.mark.parametrize("features, error, message", BAD_FEATURES)
+@pytest.mark.parametrize("entry", ["attention", "attention_with_lse", "flash_attention_forward"])
+def test_bad_feature_raises(entry, features, error, message):
+    with pytest.raises(error, match=message):
+        getattr(flash, entry)(*GOOD, True, **features)
+
+
+@pytest.mark.parametrize("features, error, message", BAD_FEATURES)
+@pytest.mark.parametrize("entry", ["attention_varlen", "attention_varlen_with_lse"])
+def test_bad_feature_raises_varlen(entry, features, error, message):
+    q = t(8, 2, 16)
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32, device=DEVICE)
+    with pytest.raises(error, match=message):
+        getattr(flash, entry)(q, q, q, cu, cu, 5, 5, True, **features)

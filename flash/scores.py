@@ -1,0 +1,175 @@
+"""What every kernel shares: how a score is made (scale, softcap) and which keys a query sees.
+
+The features of the contract (``properties/kernels.py``) reduce, for the kernels, to five numbers
+resolved once per call on the host (:func:`resolve`):
+
+- the softmax ``scale`` (``1/sqrt(d)`` by default) and the ``softcap`` ``c`` (0: off). A score is
+  ``s = scale * q.k``, or ``c * tanh(scale * q.k / c)`` with a softcap; inside the kernels it lives
+  in base 2 (times log2(e)), as the online softmax uses ``exp2``;
+- a band of visible keys: query ``i`` sees key ``j`` iff ``i + lo_diag <= j <= i + hi_diag``,
+  either bound possibly absent. With ``c_i = i`` (top-left) or ``i + n_k - n_q`` (bottom-right),
+  ``window=(left, right)`` gives ``lo_diag = (n_k - n_q) - left`` and ``hi_diag = (n_k - n_q) +
+  right`` (bottom-right; without the ``n_k - n_q`` top-left), and ``is_causal`` caps ``right`` at 0.
+  Causal attention is the band with ``hi_diag = 0`` and no lower bound, so one mask serves both.
+  ``n_k - n_q`` is per sequence for packed input, so the kernels add it themselves
+  (``BOTTOM_RIGHT``); the host passes ``left`` and ``right``.
+
+A band can leave a row with no key at all (a window past the keys, bottom-right with
+``n_q > n_k``): the kernels then store ``o = 0`` and ``lse = -inf`` and no gradient flows, which
+``EMPTY_ROWS`` switches on where it can happen (see :func:`Features.empty_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import triton
+import triton.language as tl
+
+import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernels are decorated)
+
+LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+
+
+class Features(NamedTuple):
+    """The contract's features resolved for the kernels (see the module docstring)."""
+
+    scale: float
+    """The softmax scale."""
+    softcap: float
+    """The softcap ``c``; 0 when off."""
+    left: int
+    """How many keys before ``c_i`` a query sees; -1: all of them."""
+    right: int
+    """How many keys after ``c_i`` a query sees; -1: all of them (0 when causal)."""
+    bottom_right: bool
+    """Whether ``c_i = i + n_k - n_q`` (else ``c_i = i``)."""
+
+    def empty_rows(self, varlen: bool, n_q: int, n_k: int) -> bool:
+        """Whether a row may see no key: a lower window bound, or a bottom-right diagonal that
+        starts below the first key (``n_q > n_k``; for packed input any sequence may)."""
+        return self.left != -1 or (self.bottom_right and (varlen or n_q > n_k))
+
+    def kernel_args(self, varlen: bool, n_q: int, n_k: int) -> dict[str, object]:
+        """The keyword arguments every kernel of this package takes for these features."""
+        return dict(
+            # Without a softcap the kernels multiply q.k by qk_scale = scale log2(e); with one,
+            # they take tanh(q.k * qk_scale) * cap_log2 = log2(e) c tanh(scale q.k / c).
+            qk_scale=self.scale / self.softcap if self.softcap else self.scale * LOG2E,
+            cap_log2=self.softcap * LOG2E,
+            win_left=self.left,
+            win_right=self.right,
+            SOFTCAP=bool(self.softcap),
+            HAS_LEFT=self.left != -1,
+            HAS_RIGHT=self.right != -1,
+            BOTTOM_RIGHT=self.bottom_right,
+            EMPTY_ROWS=self.empty_rows(varlen, n_q, n_k),
+        )
+
+
+def resolve(
+    head_dim: int, is_causal: bool, scale: float | None = None,
+    window: tuple[int, int] | None = None, softcap: float | None = None,
+    causal_alignment: str = "top_left",
+) -> Features:
+    """The :class:`Features` of a call whose arguments :func:`flash.checks.check_features` passed."""
+    left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    if is_causal:
+        right = 0 if right == -1 else min(right, 0)
+    return Features(
+        scale=1.0 / math.sqrt(head_dim) if scale is None else float(scale),
+        softcap=float(softcap or 0.0),
+        left=left,
+        right=right,
+        bottom_right=causal_alignment == "bottom_right",
+    )
+
+
+@triton.jit
+def tanh(x):
+    """tanh to a few float32 ulp *relative*, also for tiny ``x`` (the interpreter has no tanh).
+
+    A relative error matters: with a softcap far above the scores, ``c tanh(s / c)`` is ``s`` to
+    first order, and an absolute error ``u`` of tanh would move every score by ``c u``. Away from 0,
+    ``(1 - e) / (1 + e)`` with ``e = exp(-2|x|)`` (no overflow for any ``x``; ``1 - e >= 0.55`` so
+    there is no cancellation); below 0.4 the Taylor series to ``x^13`` (its next term is under
+    2^-30 relative there). Measured in numpy float32 against float64 tanh: at most 3.4 ulp.
+    """
+    a = tl.abs(x)
+    e = tl.exp2(-2.8853900817779268 * a)  # exp(-2|x|): 2.885... = 2 log2(e)
+    far = (1.0 - e) / (1.0 + e)
+    x2 = x * x
+    series = -1382.0 / 155925.0 + x2 * (21844.0 / 6081075.0)
+    series = 62.0 / 2835.0 + x2 * series
+    series = -17.0 / 315.0 + x2 * series
+    series = 2.0 / 15.0 + x2 * series
+    series = -1.0 / 3.0 + x2 * series
+    near = a + a * (x2 * series)
+    t = tl.where(a < 0.4, near, far)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def diagonal(n_q, n_k, BOTTOM_RIGHT: tl.constexpr):
+    """``c_i - i``: 0 top-left, ``n_k - n_q`` bottom-right."""
+    if BOTTOM_RIGHT:
+        offset = n_k - n_q
+    else:
+        offset = n_q * 0
+    return offset
+
+
+@triton.jit
+def visible(seen, rows, cols, lo_diag, hi_diag, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """``seen`` (the caller's length mask) and the band ``rows + lo_diag <= cols <= rows + hi_diag``
+    (broadcast; each bound only if flagged)."""
+    if HAS_RIGHT:
+        seen = seen & (cols <= rows + hi_diag)
+    if HAS_LEFT:
+        seen = seen & (cols >= rows + lo_diag)
+    return seen
+
+
+@triton.jit
+def key_range(first_row, last_row, n_k, lo_diag, hi_diag, BLOCK_K: tl.constexpr,
+              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """``[lo, hi)``: the keys some row in ``[first_row, last_row]`` sees, ``lo`` tile-aligned.
+
+    ``hi >= lo`` always (an empty range when no row sees a key)."""
+    lo = n_k * 0
+    hi = n_k
+    if HAS_LEFT:
+        # Clamp before dividing: integer division of negatives rounds differently in the compiler
+        # (towards zero) and the interpreter (down).
+        lo = (tl.maximum(first_row + lo_diag, 0) // BLOCK_K) * BLOCK_K
+    if HAS_RIGHT:
+        hi = tl.minimum(hi, tl.maximum(last_row + hi_diag + 1, 0))
+    return lo, tl.maximum(hi, lo)
+
+
+@triton.jit
+def query_range(first_col, last_col, n_q, lo_diag, hi_diag, BLOCK_Q: tl.constexpr,
+                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """``[lo, hi)``: the rows that see some key in ``[first_col, last_col]``, ``lo`` tile-aligned."""
+    lo = n_q * 0
+    hi = n_q
+    if HAS_RIGHT:
+        lo = (tl.maximum(first_col - hi_diag, 0) // BLOCK_Q) * BLOCK_Q
+    if HAS_LEFT:
+        hi = tl.minimum(hi, tl.maximum(last_col - lo_diag + 1, 0))
+    return lo, tl.maximum(hi, lo)
+
+
+@triton.jit
+def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+    """Base-2 scores ``q @ kt`` and, with a softcap, ``tanh(scale q.k / c)`` (else zeros)
+    for the backward's derivative ``1 - tanh^2``."""
+    s = tl.dot(q, kt, input_precision=INPUT_PRECISION)
+    if SOFTCAP:
+        t = tanh(s * qk_scale)
+        s = t * cap_log2
+    else:
+        t = s * 0.0
+        s = s * qk_scale
+    return s, t
