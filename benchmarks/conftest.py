@@ -31,6 +31,7 @@ import pytest
 import torch
 
 from benchmarks.backends import ATTENTION_BACKENDS, BASELINE_BACKENDS
+from benchmarks.features import FEATURE_BACKENDS
 from benchmarks.harness import Settings, grid_name, split_names
 from properties.kernels import DEFAULT_KERNEL, load_kernel
 
@@ -38,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 _PYTEST_BENCHMARK_DEFAULT_STORAGE = "file://./.benchmarks"
 _ROOT_SKIP_REASON = "needs a CUDA GPU"
+KNOWN_BACKENDS = tuple(dict.fromkeys(ATTENTION_BACKENDS + BASELINE_BACKENDS + FEATURE_BACKENDS))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,8 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--bench-backends",
         default=None,
-        help="comma-separated backends to run (default: all): "
-        + ", ".join(ATTENTION_BACKENDS + BASELINE_BACKENDS),
+        help="comma-separated backends to run (default: all): " + ", ".join(KNOWN_BACKENDS),
     )
     group.addoption("--bench-allow-cpu", action="store_true", default=False, help=argparse.SUPPRESS)
 
@@ -69,10 +70,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.benchmark_storage = f"file://{RESULTS}"
     chosen = config.getoption("--bench-backends")
     if chosen:
-        unknown = set(split_names(chosen)) - set(ATTENTION_BACKENDS + BASELINE_BACKENDS)
+        unknown = set(split_names(chosen)) - set(KNOWN_BACKENDS)
         if unknown:
             raise pytest.UsageError(f"--bench-backends: unknown backend(s) {sorted(unknown)}; known: "
-                                    f"{', '.join(ATTENTION_BACKENDS + BASELINE_BACKENDS)}")
+                                    f"{', '.join(KNOWN_BACKENDS)}")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

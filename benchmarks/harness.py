@@ -155,7 +155,7 @@ def run(benchmark, settings: Settings, shape_id: str, backend_name: str, pass_: 
     try:
         with backend.context(), _skip_if_out_of_memory(backend_name, shape, pass_):
             step = make_step(backend.fn, shape, pass_, settings.device)
-            with _skip_if_refused(backend_name, shape, pass_):
+            with skip_if_refused(backend_name, shape, pass_):
                 step()  # the first call compiles
             info.update(time_step(benchmark, step, settings))
     finally:
@@ -182,8 +182,9 @@ def _skip_if_out_of_memory(backend_name: str, shape: Shape, pass_: Pass):
 
 
 @contextlib.contextmanager
-def _skip_if_refused(backend_name: str, shape: Shape, pass_: Pass):
+def skip_if_refused(backend_name: str, shape, pass_: Pass):
     """An SDPA backend that refuses a shape or dtype skips, quoting why; anything else still fails.
+    (``shape``: anything with an ``id``, a :class:`Shape` or a :class:`benchmarks.features.Case`.)
 
     SDPA held to one backend raises ``RuntimeError`` ("No available kernel") after warnings that
     say why that backend could not run; the skip reason carries them.

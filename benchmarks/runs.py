@@ -4,7 +4,9 @@ A run is what ``--benchmark-json FILE``, ``--benchmark-save`` or ``--benchmark-a
 ``{"machine_info": ..., "commit_info": ..., "datetime": ..., "benchmarks": [...]}``, each
 benchmark with ``name``, ``fullname``, ``group``, ``stats`` (seconds per call: ``median``,
 ``min``, ...) and our ``extra_info`` (backend, pass, shape, FLOPs). Benchmarks without that
-``extra_info`` (not ours) are ignored. Used by ``report.py``, ``plot.py`` and ``gate.py``.
+``extra_info`` (not ours), and the feature benchmarks (``bench_features.py``: their ``extra_info``
+has a ``scenario``; :mod:`benchmarks.report_features` reads them), are ignored. Used by
+``report.py``, ``plot.py`` and ``gate.py``.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def sort_key(key: tuple) -> tuple:
 def _result(bench: dict) -> Result | None:
     info = bench.get("extra_info") or {}
     if "backend" not in info or "pass" not in info:
+        return None
+    if "scenario" in info:  # bench_features.py's (report_features.py reads them): not a grid shape
         return None
     shape = Shape(info["dtype"], info["head_dim"], info["seq_len"], info["batch"], info["heads"],
                   info["causal"])
