@@ -229,6 +229,8 @@ def _report_command(args, kernels: list[str], profile: str, size: str) -> str:
         parts += ["--shrink-budget", f"{args.shrink_budget:g}"]
     if args.case_timeout != 600.0:
         parts += ["--case-timeout", f"{args.case_timeout:g}"]
+    if args.workers != 1:
+        parts += ["--workers", str(args.workers)]
     for option, value in (("--db", args.db), ("--output", args.output)):
         if value:
             parts += [option, value]
@@ -239,7 +241,7 @@ def cmd_report(args) -> int:
     import functools
     from pathlib import Path
 
-    from fuzz import profiles, report
+    from fuzz import parallel, profiles, report
     from fuzz.runner import CheckResult, fuzz_checks
 
     kernels = list(dict.fromkeys(args.kernel or [DEFAULT_KERNEL]))
@@ -248,21 +250,32 @@ def cmd_report(args) -> int:
         why = f"no kernel module named {missing}" if missing else f"--budget must be > 0, not {args.budget:g}"
         print(f"python -m fuzz report: {why}", file=sys.stderr)
         return 2
+    if args.workers < 1:
+        print(f"python -m fuzz report: --workers must be at least 1, not {args.workers}", file=sys.stderr)
+        return 2
+    problem = args.workers > 1 and gpus.too_many_workers(args.workers, args.max_workers_per_gpu)
+    if problem:
+        print(f"python -m fuzz report: {problem}", file=sys.stderr)
+        return 2
     profile = profiles.load(args.profile)
     size = _size(args.size)
     checks = [c.__name__ for c in _checks(args.check)]
-    database = profiles.database(args.db or profiles.database_dir())
+    db_dir = args.db or profiles.database_dir()
+    database = profiles.database(db_dir)
     share = args.budget / len(kernels)
     columns = {}
     interrupted = None
     for kernel in kernels:
         print(f"fuzzing kernel {kernel}: {len(checks)} checks, {share:g} s, profile {profile}, "
               f"{size.name} sizes", file=sys.stderr, flush=True)
+        options = dict(budget=share, size=size, profile=profile, shrink_budget=args.shrink_budget,
+                       case_timeout=args.case_timeout, random_seed=args.seed)
         try:
-            columns[kernel] = fuzz_checks(
-                kernel, check_names=checks, budget=share, size=size, database=database, profile=profile,
-                shrink_budget=args.shrink_budget, case_timeout=args.case_timeout, random_seed=args.seed,
-            )
+            if args.workers > 1:  # the kernel's checks shared among worker processes, as `run --workers`
+                columns[kernel] = parallel.fuzz_spread(
+                    kernel, plan=parallel.deal(checks, args.workers), database_dir=db_dir, **options)
+            else:
+                columns[kernel] = fuzz_checks(kernel, check_names=checks, database=database, **options)
         except KeyboardInterrupt:
             # Interrupted (Ctrl-C, or `timeout -s INT`): the page still shows the kernels finished,
             # and says which were not; a kernel cut short shows every check "not run".
@@ -366,6 +379,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default: {REPORT_SHRINK_BUDGET:g})")
     report.add_argument("--case-timeout", type=float, default=600.0,
                         help="seconds one check may take on one case before it fails as a timeout")
+    report.add_argument("--workers", type=int, default=1, help="fuzz processes per kernel, its checks "
+                        "shared among them for the kernel's share of the budget, as run --workers: N times "
+                        "the examples in the same time (default: 1)")
+    report.add_argument("--max-workers-per-gpu", metavar="K", type=gpus.parse_cap, default=gpus.env_cap(),
+                        help=f"refuse --workers above K per visible GPU (default: ${gpus.CAP_ENV}, else no cap)")
     report.set_defaults(func=cmd_report)
 
     args = parser.parse_args(argv)

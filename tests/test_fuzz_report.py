@@ -150,3 +150,20 @@ def test_report_end_to_end(tmp_path):
     assert "torch " in run.stdout and "triton " in run.stdout
     assert (f"Regenerate with `python -m fuzz report --kernel oracle.adapters.dense --kernel {broken} "
             "--budget 20 --profile dev --size cpu-quick --check check_output_matches_oracle") in run.stdout
+
+
+def test_report_with_workers(tmp_path):
+    # --workers shares each kernel's checks among processes, as `run --workers`: every row is still
+    # judged, and the regenerate line keeps the option.
+    args = ["-m", "fuzz", "report", "--kernel", "oracle.adapters.dense", "--budget", "12", "--seed", "0",
+            "--size", "cpu-quick", "--check", "check_output_matches_oracle", "--check",
+            "check_lse_matches_oracle", "--workers", "2", "--db", str(tmp_path / "db")]
+    run = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                         env={**os.environ, "HYPOTHESIS_PROFILE": "dev"})
+    print(f"$ python {' '.join(args)}  (exit {run.returncode})\n{run.stdout}{run.stderr}")
+    assert run.returncode == 0
+    rows = _rows(run.stdout)
+    for name in ("check_output_matches_oracle", "check_lse_matches_oracle"):
+        assert rows[name][0].startswith("pass (")
+    assert "--workers 2" in run.stdout
+    assert main(["report", "--workers", "0"]) == 2

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from fuzz.strategies import BLOCK, SIZES
 from properties.case import LAYOUTS, Case
+from properties.kernels import features
 from properties.varlen_case import VarlenCase
 
 __all__ = [
@@ -77,6 +78,22 @@ EDGE_CASES = (
                dtype="bfloat16", is_causal=False, layout="contiguous"),
     VarlenCase(seqlens_q=(200, 1), seqlens_k=(199, 1), heads=1, head_dim=255, dtype="float32",
                is_causal=True, layout="heads_first"),
+    # The contract's features: grouped heads (k, v tables indexed per query head, dk/dv summed
+    # over a group), windows whose rows see no key, bottom-right with n_q > n_k (empty rows),
+    # a window reaching past both ends, softcap, each next to tile edges.
+    Case(n_q=129, n_k=65, head_dim=71, leading=(2, 4), dtype="float16", is_causal=True,
+         layout="contiguous", kv_heads=1, causal_alignment="bottom_right"),
+    Case(n_q=200, n_k=63, head_dim=41, leading=(6,), dtype="bfloat16", layout="heads_last",
+         kv_heads=3, window=(0, 0)),
+    Case(n_q=65, n_k=257, head_dim=127, leading=(2,), dtype="float32", is_causal=True,
+         layout="contiguous", window=(300, -1), causal_alignment="bottom_right", softcap=5.0),
+    Case(n_q=1023, n_k=1025, head_dim=63, leading=(4,), dtype="bfloat16", layout="seq_first",
+         kv_heads=2, window=(127, 64), softmax_scale=0.3),
+    VarlenCase(seqlens_q=(65, 0, 130, 1), seqlens_k=(64, 17, 63, 3), heads=4, head_dim=41,
+               dtype="float16", is_causal=True, layout="contiguous", kv_heads=2,
+               causal_alignment="bottom_right"),
+    VarlenCase(seqlens_q=(129, 7), seqlens_k=(1, 200), heads=2, head_dim=95, dtype="bfloat16",
+               is_causal=False, layout="contiguous", kv_heads=1, window=(3, 5), softcap=2.0),
 )
 """Cases whose q, k, v, do (and so o, lse, dq, dk, dv) are each one exactly-sized buffer with a
 number of elements that is not a multiple of 64 (``contiguous``, ``seq_first`` and ``heads_last``
@@ -169,14 +186,16 @@ def run_case(kernel, case: Case | VarlenCase, device) -> None:
     if isinstance(case, VarlenCase):
         _run_varlen_case(kernel, case, device)
         return
+    if case.needs() - features(kernel):
+        return  # a feature the module does not declare: nothing to run
     q, k, v = case.make_qkv(device)
     do = case.make_grad_out(device)
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     with_lse = getattr(kernel, "attention_with_lse", None)
     if with_lse is not None:
-        o = with_lse(*leaves, case.is_causal)[0]
+        o = with_lse(*leaves, case.is_causal, **case.features())[0]
     else:
-        o = kernel.attention(*leaves, case.is_causal)
+        o = kernel.attention(*leaves, case.is_causal, **case.features())
     torch.autograd.grad(o, leaves, do)
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -186,13 +205,13 @@ def _run_varlen_case(kernel, case: VarlenCase, device) -> None:
     import torch
 
     fn = getattr(kernel, "attention_varlen", None)
-    if fn is None:
+    if fn is None or case.needs() - features(kernel):
         return
     inputs = case.make_qkv(device)
     do = case.make_grad_out(device)
     leaves = [t.detach().requires_grad_() for t in (inputs.q, inputs.k, inputs.v)]
     o = fn(*leaves, inputs.cu_seqlens_q, inputs.cu_seqlens_k, inputs.max_seqlen_q,
-           inputs.max_seqlen_k, case.is_causal)
+           inputs.max_seqlen_k, case.is_causal, **case.features())
     torch.autograd.grad(o, leaves, do)
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
