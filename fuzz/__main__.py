@@ -383,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                         "shared among them for the kernel's share of the budget, as run --workers: N times "
                         "the examples in the same time (default: 1)")
     report.add_argument("--max-workers-per-gpu", metavar="K", type=gpus.parse_cap, default=gpus.env_cap(),
-                        help=f"refuse --workers above K per visible GPU (default: ${gpus.CAP_ENV}, else no cap)")
+                        help=f"refuse --workers above K per visible GPU (default: ${gpus.CAP_ENV}, "
+                        "else no cap)")
     report.set_defaults(func=cmd_report)
 
     args = parser.parse_args(argv)
