@@ -80,6 +80,22 @@ UNIT_ROUNDOFF: dict[torch.dtype, float] = {
 ACCUMULATOR_ULPS = 8.0
 """Ulps of float32 allowed for the kernel's own fp32 arithmetic (exp2, rescaling, division)."""
 
+SUM_ULPS = 2.0
+"""Ulps of float32, times the square root of the number of terms, allowed for one long float32 sum
+(:func:`floor`'s ``terms``).
+
+A kernel may accumulate a sum of ``n`` terms one after the other in float32 (FlashAttention's
+``dv += P^T do`` over query tiles, a ``tl.dot`` on IEEE float32 that adds one product at a time),
+while the float32 reference (a BLAS matmul) sums in blocks or pairs: its error grows like
+``log n``, the sequential sum's like ``sqrt(n) u`` times the partial sums (Higham and Mary's
+probabilistic bound, *SIAM J. Sci. Comput.* 41, 2019). Found by the H200 suite (2026-12-01,
+``test_fuzz_varlen_gpu``): a float32 ``dv`` summed over 4032 queries of one key, off by 2.46e-4
+at a value of 81.9 (magnitude 101), against a bound of 1.84e-4 (twice the reference's 1.3e-5,
+plus a floor of 1.57e-4 with no length in it): 0.64 ``sqrt(n) u`` times the magnitude. 2 leaves
+three times that. In 16-bit dtypes the term is far below the dtype's own roundoff up to millions of
+terms; in float32 it doubles a bound at ``n`` = 16384 (256 ulp against ``ACCUMULATOR_ULPS (1 + 2S)``).
+"""
+
 
 @dataclass(frozen=True)
 class Quantity:
@@ -113,13 +129,27 @@ def gradient_magnitudes(
     return tuple(max(term, elem(g)) for term, g in zip(terms, oracle_grads))
 
 
-def floor(dtype: torch.dtype, magnitude: float, scores: float) -> float:
+def floor(dtype: torch.dtype, magnitude: float, scores: float, terms: int = 1) -> float:
     """The error every correct kernel is allowed regardless of the reference (see module docstring).
 
-    ``scores`` is :func:`score_magnitude` of the inputs (``S`` in the module docstring).
+    ``scores`` is :func:`score_magnitude` of the inputs (``S`` in the module docstring); ``terms`` is
+    the length of the longest sum behind one result (keys for o, the lse and dq; queries, times the
+    group for grouped heads, for dk and dv), which :data:`SUM_ULPS` charges for.
     """
-    acc = ACCUMULATOR_ULPS * UNIT_ROUNDOFF[torch.float32] * (1.0 + 2.0 * scores)
+    u32 = UNIT_ROUNDOFF[torch.float32]
+    acc = ACCUMULATOR_ULPS * u32 * (1.0 + 2.0 * scores) + SUM_ULPS * u32 * math.sqrt(max(terms, 1))
     return (UNIT_ROUNDOFF[dtype] + acc) * magnitude + underflow(dtype)
+
+
+def gradient_terms(n_q: int, n_k: int, group: int = 1) -> tuple[int, int, int]:
+    """:func:`floor`'s ``terms`` for ``dq, dk, dv``: dq sums over the keys, dk and dv over the
+    queries of every head of the group."""
+    return n_k, n_q * group, n_q * group
+
+
+def group_of(q: torch.Tensor, k: torch.Tensor) -> int:
+    """Query heads per kv head of a dense call (dim -3; 1 below rank 3)."""
+    return q.shape[-3] // k.shape[-3] if q.dim() >= 3 and k.shape[-3] else 1
 
 
 def underflow(dtype: torch.dtype) -> float:
@@ -186,15 +216,16 @@ def assert_finite_where_expected(
 
 def error_bound(
     quantity: Quantity, reference: torch.Tensor, oracle: torch.Tensor, *, dtype: torch.dtype,
-    magnitude: float, scores: float,
+    magnitude: float, scores: float, terms: int = 1,
 ) -> tuple[float, str]:
     """The bound for ``quantity`` and a one-line account of how it was made."""
     ref_err = max_abs_error(reference, oracle)
-    fl = floor(dtype, magnitude, scores)
+    fl = floor(dtype, magnitude, scores, terms)
     bound = quantity.factor * ref_err + fl
     how = (
         f"{quantity.factor:g} x reference error {ref_err:.3e} + floor {fl:.3e} "
-        f"({str(dtype).removeprefix('torch.')}, magnitude {magnitude:.3g}, scores {scores:.3g})"
+        f"({str(dtype).removeprefix('torch.')}, magnitude {magnitude:.3g}, scores {scores:.3g}"
+        + (f", {terms} terms)" if terms > 1 else ")")
     )
     return bound, how
 
@@ -251,6 +282,7 @@ def assert_within_error_model(
     dtype: torch.dtype,
     magnitude: float,
     scores: float,
+    terms: int = 1,
     context: str,
     axes: tuple[str, ...] = ("row", "col"),
 ) -> None:
@@ -262,6 +294,7 @@ def assert_within_error_model(
         dtype: the kernel's input dtype (whose roundoff sets the floor).
         magnitude: the scale of the floor (see module docstring).
         scores: :func:`score_magnitude` of the inputs (for the lse, at least ``max |lse|``).
+        terms: the length of the longest sum behind one element (:func:`floor`).
         context: names the kernel and the case, for the message.
         axes: names of the trailing axes, for locating the worst element.
     """
@@ -271,7 +304,7 @@ def assert_within_error_model(
         )
     shape = tuple(oracle.shape)
     bound, how = error_bound(quantity, reference, oracle, dtype=dtype, magnitude=magnitude,
-                             scores=scores)
+                             scores=scores, terms=terms)
     actual, oracle = saturated(actual, oracle)
     assert_finite_where_expected(quantity.name, actual, oracle, context=context, axes=axes)
     err = (actual.double() - oracle.double()).abs()
@@ -424,7 +457,8 @@ def output_scales(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float | None = None
 ) -> dict[str, float]:
     """``magnitude`` and ``scores`` for a bound on an attention output (see the module docstring)."""
-    return {"magnitude": float(v.abs().max()), "scores": score_magnitude(q, k, scale=scale)}
+    return {"magnitude": float(v.abs().max()), "scores": score_magnitude(q, k, scale=scale),
+            "terms": k.shape[-2]}
 
 
 def lse_scales(
@@ -435,4 +469,4 @@ def lse_scales(
     a key: the others' lse is ``-inf``, exactly)."""
     finite = lse_oracle[torch.isfinite(lse_oracle)]
     top = float(finite.abs().max()) if finite.numel() else 0.0
-    return {"magnitude": 1.0, "scores": max(score_magnitude(q, k, scale=scale), top)}
+    return {"magnitude": 1.0, "scores": max(score_magnitude(q, k, scale=scale), top), "terms": k.shape[-2]}

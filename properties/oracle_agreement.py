@@ -70,9 +70,10 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     got = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
     want, ref, magnitudes, scores = _common.oracle_gradients(q, k, v, do, case.is_causal, **f)
-    for name, g, g64, g_ref, magnitude in zip(("dq", "dk", "dv"), got, want, ref, magnitudes):
+    terms = em.gradient_terms(q.shape[-2], k.shape[-2], em.group_of(q, k))
+    for name, g, g64, g_ref, magnitude, n in zip(("dq", "dk", "dv"), got, want, ref, magnitudes, terms):
         quantity = em.Quantity(f"gradient {name}", em.GRADIENT.factor)
         em.assert_within_error_model(
-            quantity, g, g64, g_ref, dtype=q.dtype, magnitude=magnitude, scores=scores,
+            quantity, g, g64, g_ref, dtype=q.dtype, magnitude=magnitude, scores=scores, terms=n,
             context=context
         )

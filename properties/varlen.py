@@ -170,16 +170,17 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
     scores = _scales(x, case)["scores"]
     nan = float("nan")
-    for name, g, g64, g_ref, magnitude, c, axes in zip(
-        ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS)
+    terms = em.gradient_terms(max(case.seqlens_q), max(case.seqlens_k), x.q.shape[1] // x.k.shape[1])
+    for name, g, g64, g_ref, magnitude, c, axes, n in zip(
+        ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS), terms
     ):
         if g.shape != g64.shape:
             raise AssertionError(f"gradient {name}: {ctx}: shape {tuple(g.shape)}, expected "
                                  f"{tuple(g64.shape)}")
         em.assert_within_error_model(
             em.Quantity(f"gradient {name}", em.GRADIENT.factor), _pad(g, c, nan), _pad(g64, c, nan),
-            _pad(g_ref, c, nan), dtype=x.q.dtype, magnitude=magnitude, scores=scores, context=ctx,
-            axes=axes,
+            _pad(g_ref, c, nan), dtype=x.q.dtype, magnitude=magnitude, scores=scores, terms=n,
+            context=ctx, axes=axes,
         )
     blind_rows, unseen = _blind(case, x.q.device)
     for name, g in (("dk", got[1]), ("dv", got[2])):
