@@ -28,7 +28,15 @@ import pytest
 import torch
 
 from benchmarks.features import BACKENDS, Case, build, case_by_id, cases, flops, variants
-from benchmarks.harness import Settings, device_name, grid_name, skip_if_refused, split_names, time_step
+from benchmarks.harness import (
+    Settings,
+    device_name,
+    grid_name,
+    record_median,
+    skip_if_refused,
+    split_names,
+    time_step,
+)
 from benchmarks.shapes import Pass
 
 pytestmark = pytest.mark.gpu
@@ -105,8 +113,4 @@ def run(benchmark, settings: Settings, case_id: str, backend: str, pass_: Pass, 
         if settings.device.type == "cuda":
             torch.cuda.empty_cache()
 
-    stats = getattr(benchmark, "stats", None)
-    if stats is not None:  # None under --benchmark-disable
-        median = stats.stats.median
-        info["median_ms"] = median * 1e3
-        info["tflops"] = info["flops"] / median / 1e12
+    record_median(benchmark, info)

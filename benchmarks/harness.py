@@ -163,8 +163,14 @@ def run(benchmark, settings: Settings, shape_id: str, backend_name: str, pass_: 
         if settings.device.type == "cuda":
             torch.cuda.empty_cache()
 
+    record_median(benchmark, info)
+
+
+def record_median(benchmark, info: dict) -> None:
+    """Put the median time (ms) and its TFLOP/s (from ``info["flops"]``) into ``info``, when the
+    benchmark has stats (it has none under ``--benchmark-disable``)."""
     stats = getattr(benchmark, "stats", None)
-    if stats is not None:  # None under --benchmark-disable
+    if stats is not None:
         median = stats.stats.median
         info["median_ms"] = median * 1e3
         info["tflops"] = info["flops"] / median / 1e12

@@ -15,13 +15,12 @@ table ends with how many rows meet each target. A backend that skipped shows ``-
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.features import BACKENDS, COMPARISONS, SCENARIOS, Comparison
-from benchmarks.runs import RunError
+from benchmarks.runs import RunError, read_json
 from benchmarks.shapes import PASSES, SHORT_DTYPE
 
 
@@ -58,12 +57,7 @@ class Source:
 def load(path: str | Path) -> tuple[Source, list[Timing]]:
     """A feature run's header facts and timings; :class:`RunError` if the file is not a run."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise RunError(f"cannot read a pytest-benchmark run from {path}: {error}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise RunError(f"{path} is not a pytest-benchmark JSON file (no 'benchmarks' list)")
+    data = read_json(path)
     timings, commands, modules, flex = [], [], [], []
     for bench in data["benchmarks"]:
         info = bench.get("extra_info") or {}

@@ -93,15 +93,21 @@ def _result(bench: dict) -> Result | None:
                   float(bench["stats"]["median"]), info.get("kernel_module"))
 
 
-def load(path: str | Path) -> Run:
-    """Read a pytest-benchmark JSON file; :class:`RunError` if it is not one."""
-    path = Path(path)
+def read_json(path: Path) -> dict:
+    """A pytest-benchmark JSON file's contents; :class:`RunError` if it is not one."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise RunError(f"cannot read a pytest-benchmark run from {path}: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise RunError(f"{path} is not a pytest-benchmark JSON file (no 'benchmarks' list)")
+    return data
+
+
+def load(path: str | Path) -> Run:
+    """Read a pytest-benchmark JSON file; :class:`RunError` if it is not one."""
+    path = Path(path)
+    data = read_json(path)
     results = [r for r in map(_result, data["benchmarks"]) if r is not None]
     return Run(path, data.get("machine_info") or {}, data.get("datetime", "?"), results)
 

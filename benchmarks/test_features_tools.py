@@ -312,7 +312,10 @@ def test_bench_features_end_to_end_on_the_cpu(tmp_path):
     kernel, for the flash kernel may not take the features yet), window scenario, forward: the JSON
     it writes is what the report reads. Its times mean nothing."""
     out = tmp_path / "features.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # Without xdist's variables: pytest-benchmark disables itself in a process that has them (and
+    # writes an empty JSON), which this subprocess would inherit when the suite runs under -n.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "benchmarks/bench_features.py", "-q", "-p", "no:cacheprovider",
          "--bench-allow-cpu", "--bench-kernel", "oracle.adapters.mock", "-k", "window and not backward",

@@ -71,16 +71,21 @@ def _table(rows: list[tuple], header: tuple) -> str:
     return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
 
 
+def _bad_workers(command: str, args) -> bool:
+    """Whether ``--workers`` is unusable (below 1, or above ``--max-workers-per-gpu`` per GPU); says
+    why on stderr."""
+    problem = (f"--workers must be at least 1, not {args.workers}" if args.workers < 1 else
+               args.workers > 1 and gpus.too_many_workers(args.workers, args.max_workers_per_gpu))
+    if problem:
+        print(f"python -m fuzz {command}: {problem}", file=sys.stderr)
+    return bool(problem)
+
+
 def cmd_run(args) -> int:
     from fuzz import parallel, profiles
     from fuzz.runner import fuzz_checks
 
-    if args.workers < 1:
-        print(f"python -m fuzz run: --workers must be at least 1, not {args.workers}", file=sys.stderr)
-        return 2
-    problem = args.workers > 1 and gpus.too_many_workers(args.workers, args.max_workers_per_gpu)
-    if problem:
-        print(f"python -m fuzz run: {problem}", file=sys.stderr)
+    if _bad_workers("run", args):
         return 2
     profile = profiles.load(args.profile)
     db_dir = args.db or profiles.database_dir()
@@ -250,12 +255,7 @@ def cmd_report(args) -> int:
         why = f"no kernel module named {missing}" if missing else f"--budget must be > 0, not {args.budget:g}"
         print(f"python -m fuzz report: {why}", file=sys.stderr)
         return 2
-    if args.workers < 1:
-        print(f"python -m fuzz report: --workers must be at least 1, not {args.workers}", file=sys.stderr)
-        return 2
-    problem = args.workers > 1 and gpus.too_many_workers(args.workers, args.max_workers_per_gpu)
-    if problem:
-        print(f"python -m fuzz report: {problem}", file=sys.stderr)
+    if _bad_workers("report", args):
         return 2
     profile = profiles.load(args.profile)
     size = _size(args.size)
