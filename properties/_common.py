@@ -80,7 +80,7 @@ def oracle_gradients(q, k, v, do, is_causal: bool, **features):
 def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[float, str]]:
     """The error model's bounds on ``dq, dk, dv`` of one call (as the oracle check makes them)."""
     want, ref, magnitudes, scores = oracle_gradients(q, k, v, do, is_causal, **features)
-    terms = em.gradient_terms(q.shape[-2], k.shape[-2], em.group_of(q, k))
+    terms = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
     return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=scores, terms=n)
             for g_ref, g64, m, n in zip(ref, want, magnitudes, terms)]
 

@@ -141,7 +141,7 @@ def floor(dtype: torch.dtype, magnitude: float, scores: float, terms: int = 1) -
     return (UNIT_ROUNDOFF[dtype] + acc) * magnitude + underflow(dtype)
 
 
-def gradient_terms(n_q: int, n_k: int, group: int = 1) -> tuple[int, int, int]:
+def sum_lengths(n_q: int, n_k: int, group: int = 1) -> tuple[int, int, int]:
     """:func:`floor`'s ``terms`` for ``dq, dk, dv``: dq sums over the keys, dk and dv over the
     queries of every head of the group."""
     return n_k, n_q * group, n_q * group

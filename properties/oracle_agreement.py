@@ -70,7 +70,7 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     got = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
     want, ref, magnitudes, scores = _common.oracle_gradients(q, k, v, do, case.is_causal, **f)
-    terms = em.gradient_terms(q.shape[-2], k.shape[-2], em.group_of(q, k))
+    terms = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
     for name, g, g64, g_ref, magnitude, n in zip(("dq", "dk", "dv"), got, want, ref, magnitudes, terms):
         quantity = em.Quantity(f"gradient {name}", em.GRADIENT.factor)
         em.assert_within_error_model(

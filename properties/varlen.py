@@ -170,7 +170,7 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
     scores = _scales(x, case)["scores"]
     nan = float("nan")
-    terms = em.gradient_terms(max(case.seqlens_q), max(case.seqlens_k), x.q.shape[1] // x.k.shape[1])
+    terms = em.sum_lengths(max(case.seqlens_q), max(case.seqlens_k), x.q.shape[1] // x.k.shape[1])
     for name, g, g64, g_ref, magnitude, c, axes, n in zip(
         ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS), terms
     ):

@@ -117,7 +117,7 @@ def assert_backwards_agree(case: Case) -> None:
     q, k, v = case.make_qkv(DEVICE)
     magnitudes = em.gradient_magnitudes(q, k, v, case.make_grad_out(DEVICE), oracle_grads)
     scores = em.score_magnitude(q, k)
-    terms = em.gradient_terms(q.shape[-2], k.shape[-2], em.group_of(q, k))
+    terms = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
     for name, t, d, r, magnitude, n in zip(("dq", "dk", "dv"), triton_grads, dense_grads, ref_grads,
                                            magnitudes, terms):
         em.assert_within_error_model(
