@@ -53,11 +53,13 @@ def output_bound(q, k, v, is_causal: bool, **features) -> tuple[float, str]:
 
 
 def lse_bound(q, k, is_causal: bool, **features) -> tuple[float, str]:
-    """The error model's bound on one kernel lse for these inputs (as the oracle check uses)."""
+    """The error model's bound on one kernel lse for these inputs (as the oracle check uses): the
+    reference in float32, the lse's own dtype (:func:`properties.error_model.lse_reference_dtype`)."""
     with torch.no_grad():  # the lse does not depend on v; k stands in for it
         _, lse64 = dense_attention(q, k, k, is_causal, **features)
-        _, lse_ref = dense_attention(q, k, k, is_causal, compute_dtype=None, **features)
-    return em.error_bound(em.LSE, lse_ref, lse64, dtype=q.dtype,
+        _, lse_ref = dense_attention(q, k, k, is_causal, compute_dtype=em.lse_reference_dtype(q.dtype),
+                                     **features)
+    return em.error_bound(em.LSE, lse_ref, lse64, dtype=em.LSE_DTYPE,
                           **em.lse_scales(q, k, lse64, scale=features.get("scale")))
 
 

@@ -80,6 +80,17 @@ UNIT_ROUNDOFF: dict[torch.dtype, float] = {
 ACCUMULATOR_ULPS = 8.0
 """Ulps of float32 allowed for the kernel's own fp32 arithmetic (exp2, rescaling, division)."""
 
+LSE_DTYPE = torch.float32
+"""The lse's dtype, whatever the inputs' (the contract, ``properties/kernels.py``): its floor is
+float32's, and its reference is computed in float32 (:func:`lse_reference_dtype`)."""
+
+
+def lse_reference_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The precision the lse's same-precision reference is computed in, for inputs of ``dtype``:
+    float32, the lse's own dtype (16-bit inputs upcast: their products are exact in float32 and
+    the contract's lse is a float32 sum of them), or the inputs' where that is finer (float64)."""
+    return torch.promote_types(dtype, LSE_DTYPE)
+
 
 @dataclass(frozen=True)
 class Quantity:
