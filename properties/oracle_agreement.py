@@ -72,10 +72,10 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
     f = case.features()
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     got = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
-    want, ref, magnitudes, scores = _common.oracle_gradients(q, k, v, do, case.is_causal, **f)
-    for name, g, g64, g_ref, magnitude in zip(("dq", "dk", "dv"), got, want, ref, magnitudes):
-        quantity = em.Quantity(f"gradient {name}", em.GRADIENT.factor)
+    oracle = _common.oracle_gradients(q, k, v, do, case.is_causal, **f)
+    for i, name in enumerate(("dq", "dk", "dv")):
         em.assert_within_error_model(
-            quantity, g, g64, g_ref, dtype=q.dtype, magnitude=magnitude, scores=scores,
-            context=context
+            em.Quantity(f"gradient {name}", em.GRADIENT.factor), got[i], oracle.want[i], oracle.ref[i],
+            dtype=q.dtype, magnitude=oracle.magnitudes[i], scores=oracle.scores, context=context,
+            rounded=oracle.rounded[i], inherited=oracle.inherited[i],
         )
