@@ -18,12 +18,12 @@ from fuzz import sensitivity
 from fuzz.sensitivity import Perturbation, Perturbed
 from properties import (
     Case,
+    _common,
     check_gradients_match_oracle,
     check_lse_matches_oracle,
     check_output_matches_oracle,
     load_kernel,
 )
-from properties import _common
 from properties import error_model as em
 
 ROOT = Path(__file__).resolve().parents[1]
