@@ -103,10 +103,10 @@ def probabilities(q, k, v, is_causal: bool, **features) -> tuple[torch.Tensor, t
     rows that see none) and output ``o``."""
     q64, k64, v64 = q.double(), k.double(), v.double()
     o64, lse64 = dense_attention(q64, k64, v64, is_causal, **features)
-    s = dense_scores(q64, k64, is_causal, **features)
     seen = torch.isfinite(lse64).unsqueeze(-1)
-    p = torch.exp(s - torch.where(seen, lse64.unsqueeze(-1), torch.zeros_like(lse64.unsqueeze(-1))))
-    return torch.where(seen, p, torch.zeros_like(p)), o64
+    shift = torch.where(seen, lse64.unsqueeze(-1), torch.zeros_like(lse64.unsqueeze(-1)))
+    p = dense_scores(q64, k64, is_causal, **features).sub_(shift).exp_()  # in place: one n_q x n_k
+    return p.masked_fill_(~seen, 0.0), o64
 
 
 def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[float, str]]:
