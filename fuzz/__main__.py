@@ -6,6 +6,7 @@ or tabulate several kernels' conformance.
     python -m fuzz repro "Case(n_q=65, ...)" --plot e.png # one case: full report, error plot
     python -m fuzz pin "Case(n_q=65, ...)" --check NAME   # keep it in the regression corpus
     python -m fuzz report --kernel flash --kernel oracle.adapters.sdpa --output docs/conformance.md
+    python -m fuzz sensitivity --kernel flash --output docs/sensitivity-cpu.md  # how sharp each bound is
 
 Every command takes ``VarlenCase(...)`` lines too (packed batches, checked by
 ``properties.varlen.VARLEN_CHECKS``); ``run`` fuzzes those checks as well, and reports them n/a for
@@ -298,6 +299,80 @@ def cmd_report(args) -> int:
     return 130 if interrupted else 1 if failed else 0
 
 
+SENSITIVITY_SAMPLE = 40
+"""``sensitivity``'s default fuzz sample: cases drawn per kernel for the headroom."""
+
+SENSITIVITY_THRESHOLD_CASES = 4
+"""``sensitivity``'s default: grid cases per dtype and check whose thresholds are searched."""
+
+
+def _sensitivity_command(args, kernels: list[str], size: str) -> str:
+    """The command that regenerates a sensitivity page: ``args`` with the size resolved."""
+    import shlex
+
+    parts = ["python", "-m", "fuzz", "sensitivity"]
+    for kernel in kernels:
+        parts += ["--kernel", kernel]
+    for name in args.check or ():
+        parts += ["--check", name]
+    for dtype in args.dtype or ():
+        parts += ["--dtype", dtype]
+    parts += ["--size", size, "--sample", str(args.sample), "--seed", str(args.seed),
+              "--threshold-cases", str(args.threshold_cases)]
+    if args.threshold_kernel:
+        parts += ["--threshold-kernel", args.threshold_kernel]
+    if args.max_work is not None:
+        parts += ["--max-work", str(args.max_work)]
+    if args.output:
+        parts += ["--output", args.output]
+    return shlex.join(parts)
+
+
+def cmd_sensitivity(args) -> int:
+    from pathlib import Path
+
+    from fuzz import report, sensitivity
+    from properties import ORACLE_CHECKS
+
+    kernels = list(dict.fromkeys(args.kernel or [DEFAULT_KERNEL]))
+    missing = [k for k in [*kernels, args.threshold_kernel or kernels[0]] if not _importable(k)]
+    if missing or args.sample < 0 or args.threshold_cases < 0:
+        why = (f"no kernel module named {missing}" if missing
+               else "--sample and --threshold-cases must be >= 0")
+        print(f"python -m fuzz sensitivity: {why}", file=sys.stderr)
+        return 2
+    size = _size(args.size)
+    checks = _checks(args.check) if args.check else list(ORACLE_CHECKS)
+    start = time.monotonic()
+    room, limits = sensitivity.Headroom(), {}
+    base = args.threshold_kernel or kernels[0]
+    interrupted = False
+    try:
+        sensitivity.headroom(kernels, checks, size=size, sample=args.sample, seed=args.seed,
+                             dtypes=args.dtype, max_work=args.max_work, progress=sensitivity.log,
+                             into=room)
+        if args.threshold_cases:
+            sensitivity.thresholds(base, checks, size=size, per_dtype=args.threshold_cases,
+                                   dtypes=args.dtype, max_work=args.max_work, progress=sensitivity.log,
+                                   into=limits)
+    except KeyboardInterrupt:  # Ctrl-C, or `timeout -s INT`: the page shows what was measured
+        interrupted = True
+    header = report.header(_sensitivity_command(args, kernels, size.name),
+                           title="Sensitivity of the error model's bounds")
+    header += f" It took {time.monotonic() - start:.0f} s."
+    if interrupted:
+        header += " Interrupted: the tables hold what was measured before."
+    page = sensitivity.markdown(room, limits, kernels, header=header, threshold_kernel=base)
+    print(page, end="")
+    if args.output:
+        path = Path(args.output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page)
+        print(f"written to {path}", file=sys.stderr)
+    failed = any(w.failed for w in (*room.grid.values(), *room.sample.values()))
+    return 130 if interrupted else 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -386,6 +461,39 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"refuse --workers above K per visible GPU (default: ${gpus.CAP_ENV}, "
                         "else no cap)")
     report.set_defaults(func=cmd_report)
+
+    sens = sub.add_parser(
+        "sensitivity", help="how sharp is each bound: correct kernels' headroom, detection thresholds",
+        description="For each check (default: the oracle checks), dtype and output (o, lse, dq, dk, "
+        "dv): each kernel's worst error as a fraction of its bound over the fixed grids and a seeded "
+        "fuzz sample (the headroom), and the smallest perturbation of the first kernel's result that "
+        "the check detects (the threshold, searched on a log scale), with whether rounding the result "
+        "through float16 or bfloat16 is detected. Prints a markdown page (date, machine, the command "
+        "that regenerates it). Exit status: 1 if a kernel failed a check (it is a correct kernel's "
+        "measurement), 2 on bad arguments, else 0. See fuzz/sensitivity.py and docs/running.md.")
+    sens.add_argument("--kernel", action="append", help="a correct kernel module, one column each "
+                      "(repeatable; default: flash)")
+    sens.add_argument("--check", action="append", help="only this check (repeatable; default: the "
+                      "oracle checks; others report the outputs they compare through the error model)")
+    sens.add_argument("--dtype", action="append", choices=("float16", "bfloat16", "float32"),
+                      help="judge every case in this dtype (repeatable; default: each case's own, "
+                      "float16 and float32 on the CPU grids, all three on the GPU's)")
+    sens.add_argument("--size", choices=("auto", "cpu", "cpu-quick", "gpu"), default="auto",
+                      help="grids and fuzz sizes: cpu or gpu (default: gpu if CUDA is available)")
+    sens.add_argument("--sample", type=int, default=SENSITIVITY_SAMPLE,
+                      help=f"fuzz cases drawn per kernel (default: {SENSITIVITY_SAMPLE})")
+    sens.add_argument("--seed", type=int, default=0, help="the fuzz sample's Hypothesis seed (default: 0)")
+    sens.add_argument("--threshold-cases", type=int, default=SENSITIVITY_THRESHOLD_CASES,
+                      help="grid cases per check and dtype whose thresholds are searched (default: "
+                      f"{SENSITIVITY_THRESHOLD_CASES}; 0: no thresholds)")
+    sens.add_argument("--threshold-kernel", default=None,
+                      help="the correct kernel perturbed for the thresholds (default: the first --kernel)")
+    sens.add_argument("--max-work", type=int, default=None, metavar="W",
+                      help="leave out cases with prod(leading) * n_q * n_k > W (the GPU grid's 16k cases "
+                      "take seconds each in the float64 oracle)")
+    sens.add_argument("--output", metavar="PATH", default=None,
+                      help="also write the page to PATH, e.g. docs/sensitivity-cpu.md")
+    sens.set_defaults(func=cmd_sensitivity)
 
     args = parser.parse_args(argv)
     return args.func(args)

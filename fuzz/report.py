@@ -146,8 +146,8 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def header(command: str, *, when: datetime.datetime | None = None) -> str:
+def header(command: str, *, when: datetime.datetime | None = None, title: str = "Conformance report") -> str:
     """The page's title and its first line: date, :func:`machine`, and ``command``, which regenerates it."""
     when = when or datetime.datetime.now(datetime.UTC)
-    return (f"# Conformance report\n\n{when:%Y-%m-%d %H:%M %Z}, {machine()}. "
+    return (f"# {title}\n\n{when:%Y-%m-%d %H:%M %Z}, {machine()}. "
             f"Regenerate with `{command}`.")

@@ -2,8 +2,9 @@
 
 ``dense_attention(q, k, v, is_causal)`` upcasts to float64 by default and is *the oracle*. The same
 function with ``compute_dtype=q.dtype`` is the *same-precision reference* that the error model
-(:mod:`properties.error_model`) uses to decide how much error the dtype itself makes unavoidable.
-Using one function for both means the two differ only in precision, never in formula.
+(:mod:`properties.error_model`) uses to decide how much error the dtype itself makes unavoidable
+(for the lse, which the contract makes float32, ``compute_dtype=torch.float32``: the inputs
+upcast). Using one function for both means the two differ only in precision, never in formula.
 
 It takes every feature of the extended contract (``properties/kernels.py``), with its meaning
 spelled out once, here:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from types import ModuleType
+from typing import NamedTuple
 
 import torch
 
-from oracle.dense import dense_attention, visible_mask
+from oracle.dense import dense_attention, dense_scores, visible_mask
 from properties import error_model as em
 from properties.case import MIXED, Case, arrange
 from properties.kernels import kernel_name, require_case
@@ -53,18 +54,32 @@ def output_bound(q, k, v, is_causal: bool, **features) -> tuple[float, str]:
 
 
 def lse_bound(q, k, is_causal: bool, **features) -> tuple[float, str]:
-    """The error model's bound on one kernel lse for these inputs (as the oracle check uses)."""
+    """The error model's bound on one kernel lse for these inputs (as the oracle check uses): the
+    reference in float32, the lse's own dtype (:func:`properties.error_model.lse_reference_dtype`)."""
     with torch.no_grad():  # the lse does not depend on v; k stands in for it
         _, lse64 = dense_attention(q, k, k, is_causal, **features)
-        _, lse_ref = dense_attention(q, k, k, is_causal, compute_dtype=None, **features)
-    return em.error_bound(em.LSE, lse_ref, lse64, dtype=q.dtype,
+        _, lse_ref = dense_attention(q, k, k, is_causal, compute_dtype=em.lse_reference_dtype(q.dtype),
+                                     **features)
+    return em.error_bound(em.LSE, lse_ref, lse64, dtype=em.LSE_DTYPE,
                           **em.lse_scales(q, k, lse64, scale=features.get("scale")))
 
 
-def oracle_gradients(q, k, v, do, is_causal: bool, **features):
+class OracleGradients(NamedTuple):
+    """What a gradient bound is made of (:func:`oracle_gradients`)."""
+
+    want: tuple[torch.Tensor, ...]
+    ref: tuple[torch.Tensor, ...]
+    magnitudes: tuple[float, float, float]
+    scores: float
+    rounded: tuple[float | None, float | None, None]
+    inherited: tuple[float, float, float]
+
+
+def oracle_gradients(q, k, v, do, is_causal: bool, **features) -> OracleGradients:
     """The float64 oracle's and the same-dtype reference's ``(dq, dk, dv)`` for upstream gradient
-    ``do``, with the error model's floor magnitudes for each and the scores' size: what a gradient
-    bound is made of (``(want, ref, magnitudes, scores)``)."""
+    ``do``, with the error model's floor magnitudes for each, the scores' size, and for dq and dk
+    what a kernel may round and what each inherits from the stored output
+    (:func:`properties.error_model.gradient_terms`; dv keeps the floor's magnitude for both)."""
 
     def grads(dtype, compute_dtype):
         leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
@@ -73,16 +88,34 @@ def oracle_gradients(q, k, v, do, is_causal: bool, **features):
 
     want, ref = grads(torch.float64, torch.float64), grads(None, None)
     scale = features.get("scale")
-    magnitudes = em.gradient_magnitudes(q, k, v, do, want, scale=scale)
-    return want, ref, magnitudes, em.score_magnitude(q, k, scale=scale)
+    with torch.no_grad():
+        p, o64 = probabilities(q, k, v, is_causal, **features)
+        sizes = em.gradient_terms(q, k, v, do, p, o64, scale=scale)
+    magnitudes = em.gradient_magnitudes(q, k, v, do, want, scale=scale, probabilities=p, output=o64)
+    # What dq and dk round: the terms of their products, at least the result stored itself.
+    rounded = tuple(max(t, float(g.abs().max()) if g.numel() else 0.0) for t, g in zip(sizes.terms, want[:2]))
+    return OracleGradients(want, ref, magnitudes, em.score_magnitude(q, k, scale=scale),
+                           (*rounded, None), (*sizes.inherited, 0.0))
+
+
+def probabilities(q, k, v, is_causal: bool, **features) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float64 oracle's probabilities ``P`` (``[..., h_q, n_q, n_k]``, 0 at hidden keys and on
+    rows that see none) and output ``o``."""
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    o64, lse64 = dense_attention(q64, k64, v64, is_causal, **features)
+    seen = torch.isfinite(lse64).unsqueeze(-1)
+    shift = torch.where(seen, lse64.unsqueeze(-1), torch.zeros_like(lse64.unsqueeze(-1)))
+    p = dense_scores(q64, k64, is_causal, **features).sub_(shift).exp_()  # in place: one n_q x n_k
+    return p.masked_fill_(~seen, 0.0), o64
 
 
 def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[float, str]]:
     """The error model's bounds on ``dq, dk, dv`` of one call (as the oracle check makes them)."""
-    want, ref, magnitudes, scores = oracle_gradients(q, k, v, do, is_causal, **features)
-    terms = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
-    return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=scores, terms=n)
-            for g_ref, g64, m, n in zip(ref, want, magnitudes, terms)]
+    g = oracle_gradients(q, k, v, do, is_causal, **features)
+    lengths = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
+    return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=g.scores, terms=n,
+                           rounded=r, inherited=i)
+            for g_ref, g64, m, n, r, i in zip(g.ref, g.want, g.magnitudes, lengths, g.rounded, g.inherited)]
 
 
 def visible(case: Case, device) -> torch.Tensor:

@@ -122,7 +122,9 @@ def check_varlen_matches_oracle(kernel: ModuleType, case: VarlenCase, device=Non
     o, lse = _forward(kernel, x, case)
     with torch.no_grad():
         o64, lse64 = dense_attention_varlen(*x[:5], case.is_causal, **f)
-        o_ref, lse_ref = dense_attention_varlen(*x[:5], case.is_causal, compute_dtype=None, **f)
+        o_ref, _ = dense_attention_varlen(*x[:5], case.is_causal, compute_dtype=None, **f)
+        _, lse_ref = dense_attention_varlen(*x[:5], case.is_causal,
+                                            compute_dtype=em.lse_reference_dtype(x.q.dtype), **f)
     _check_shapes(o, lse, x.q, ctx)
     cu_q = x.cu_seqlens_q
     nan = float("nan")
@@ -136,7 +138,7 @@ def check_varlen_matches_oracle(kernel: ModuleType, case: VarlenCase, device=Non
     if lse is not None:
         em.assert_within_error_model(
             em.LSE, _pad(lse, cu_q, nan), _pad(lse64, cu_q, nan), _pad(lse_ref, cu_q, nan),
-            dtype=x.q.dtype, **_scales(x, case, _pad(lse64, cu_q)), context=ctx, axes=LSE_ROWS,
+            dtype=em.LSE_DTYPE, **_scales(x, case, _pad(lse64, cu_q)), context=ctx, axes=LSE_ROWS,
         )
 
 

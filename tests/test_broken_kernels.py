@@ -122,6 +122,60 @@ def test_broken_module_fails_its_check(check_name):
     )
 
 
+PRECISION_BROKEN = {
+    # module in tests/broken: (the check it is meant for, the float16 case, every check that fails
+    # on it). Each keeps one float32 intermediate of tests/broken/_blockwise.py (online softmax over
+    # 16-key tiles, a backward from the saved lse) in the input dtype; each case is the smallest
+    # that shows it (the module's docstring says why).
+    "m_in_input_dtype": ("check_lse_matches_oracle", Case(1, 17, 16, (), "float16", False), {
+        "check_lse_matches_oracle", "check_lse_normalizes_rows", "check_key_translation",
+        "check_single_key", "check_large_logits_stable"}),  # every check that looks at the lse
+    "l_in_input_dtype": ("check_lse_matches_oracle", Case(1, 17, 16, (), "float16", False), {
+        "check_lse_matches_oracle", "check_lse_normalizes_rows"}),
+    "lse_in_input_dtype": ("check_lse_matches_oracle", Case(1, 3, 16, (), "float16", False), {
+        "check_lse_matches_oracle", "check_lse_normalizes_rows", "check_key_translation",
+        "check_single_key", "check_large_logits_stable"}),
+    # 65 tiles of roundings, about sqrt(65) u of the output: within the output's own bound (twice
+    # the float16 reference's error); a v scaled and shifted, compared with the exact a o + b, shows it.
+    "acc_in_input_dtype": ("check_value_affine", Case(129, 1025, 64, (1,), "float16", False), {
+        "check_value_affine"}),
+    "delta_in_input_dtype": ("check_gradients_match_oracle", Case(4, 1, 16, (), "float16", False), {
+        "check_gradients_match_oracle"}),
+    # Equal scores: every exponent is -log(3697), which float16 and bfloat16 both round by 7 u.
+    "p_in_input_dtype": ("check_gradients_match_oracle",
+                         Case(4, 3697, 16, (), "float16", False, distribution="equal_scores"), {
+                             "check_gradients_match_oracle"}),
+}
+"""Precision bugs: a float32 step of a flash kernel (running max, running sum, accumulator, the lse,
+the backward's ``D`` and its recomputed probabilities) kept in the input dtype. None changes the
+math, so only the error model's bounds can see them: these fail only if each bound is as sharp as
+the measurement in docs/sensitivity-cpu.md says (``python -m fuzz sensitivity``)."""
+
+
+@pytest.mark.parametrize("module", list(PRECISION_BROKEN))
+def test_precision_broken_module_fails(module):
+    check_name, case, expected = PRECISION_BROKEN[module]
+    assert _failures(load_kernel("tests.broken._blockwise"), case) == {}, (
+        "the correct blockwise kernel the precision bugs start from fails")
+    failed = _failures(load_kernel(f"tests.broken.{module}"), case)
+    assert check_name in failed, f"{check_name} did not catch tests.broken.{module} on {case}"
+    assert set(failed) == expected, (
+        f"tests.broken.{module}: failing checks {sorted(failed)}, expected {sorted(expected)}"
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("module", list(PRECISION_BROKEN))
+def test_precision_broken_module_fails_in_bfloat16_on_a_gpu(module):
+    """The same bugs in bfloat16, against the GPU's own bfloat16 reference (cuBLAS and its softmax)."""
+    check_name, case, _ = PRECISION_BROKEN[module]
+    case = case.replace(dtype="bfloat16")
+    assert _failures(load_kernel("tests.broken._blockwise"), case) == {}
+    failed = _failures(load_kernel(f"tests.broken.{module}"), case)
+    assert check_name in failed, (
+        f"{check_name} did not catch tests.broken.{module} on {case}; failing: {sorted(failed)}")
+
+
 VARLEN_CASE = VarlenCase((40, 0, 17, 33), (31, 3, 17, 40), 2, 16, "float32", True)
 """Causal (the per-sequence diagonal is where packed offsets go wrong), float32 (the bit-level bugs
 would round away in float16); sequence 0 has more queries than keys (rows 31..39 reach past its
