@@ -39,6 +39,12 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   ``"bottom_right"`` computes ``causal_alignment="bottom_right"`` exactly as ``"top_left"`` when
   ``n_q == n_k`` (the same mask either way), bit for bit.
 
+- Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
+  gradients (``check_deterministic``). Every bit-for-bit promise here compares two calls, so it
+  rests on this one too; a check that finds two calls differ says whether the same call repeated
+  differs as well. (cuDNN's SDPA backward is not deterministic, and PyTorch says so: it fails here,
+  ``docs/findings.md``.)
+
 Optional declared limits make a documented limit "n/a" with the reason, not a failure:
 ``SUPPORTED_DTYPES`` (torch dtypes; default: any), ``MIN_HEAD_DIM`` and ``MAX_HEAD_DIM`` (default:
 none), and ``DEVICE_TYPES`` (e.g. ``{"cuda"}`` for a module that runs on GPUs only; default: any).

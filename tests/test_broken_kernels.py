@@ -237,3 +237,19 @@ def test_broken_varlen_module_fails_its_check(module):
     assert set(failed) == expected, (
         f"tests.broken.{module}: failing varlen checks {sorted(failed)}, expected {sorted(expected)}"
     )
+
+
+def test_an_exactness_failure_says_whether_the_kernel_is_deterministic():
+    """A bit-for-bit feature check that finds two calls differ reruns the first: a kernel that
+    differs from itself is named non-deterministic, not wrong in its masks (cuDNN's backward, on the
+    H200, 2026-12-01)."""
+    import torch
+
+    from properties.features import _assert_same_bits
+
+    zeros, ones = {"o": torch.zeros(2, 3), "lse": None}, {"o": torch.ones(2, 3), "lse": None}
+    with pytest.raises(AssertionError, match=r"differs too \(in o\): the kernel is not deterministic"):
+        _assert_same_bits("masks", ones, zeros, "ctx", again=lambda: ones)
+    with pytest.raises(AssertionError, match="repeated gives the same bits: the two calls differ"):
+        _assert_same_bits("masks", ones, zeros, "ctx", again=lambda: zeros)
+    _assert_same_bits("masks", zeros, {"o": torch.zeros(2, 3), "lse": None}, "ctx", again=lambda: ones)

@@ -1,7 +1,7 @@
 """The kernel under test against every check, on the grids of the contract's features.
 
-Every case uses at least one feature, so a module that declares none (``flash`` today) is n/a here,
-with the reason; a module that declares them (``oracle.adapters.mock``, ``.dense``, ``.flex``, the
+Every case uses at least one feature, so a module that declares none is n/a here,
+with the reason; a module that declares them (``flash``, ``oracle.adapters.mock``, ``.dense``, ``.flex``, the
 SDPA backends for what they take) is held to every check. bfloat16 is on the GPU grid only: the
 Triton interpreter's bfloat16 ``tl.dot`` returns garbage.
 """
