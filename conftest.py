@@ -43,6 +43,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--max-workers-per-gpu", metavar="K", type=gpus.parse_cap, default=os.environ.get(gpus.CAP_ENV),
         help=f"refuse -n above K xdist workers per visible GPU (default: ${gpus.CAP_ENV}, else no cap)",
     )
+    parser.addoption(
+        "--large", action="store_true",
+        help="also run the `large` tests: calls past 2^31 elements, 34 GiB of GPU memory each "
+        "(tests/test_large_offsets.py); off by default, as other processes on the card could run out",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if chosen:
         profiles.load(chosen)
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; `pytest -m gpu` runs only these")
+    config.addinivalue_line("markers", "large: needs tens of GiB of GPU memory; runs only with --large")
     # -n is a number by now (pytest-xdist resolved `auto`), and None inside a worker.
     problem = gpus.too_many_workers(config.getoption("numprocesses", None),
                                     config.getoption("--max-workers-per-gpu"))
@@ -74,6 +80,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+    if not config.getoption("--large"):
+        skip_large = pytest.mark.skip(reason="a `large` test (tens of GiB of GPU memory): run with --large")
+        for item in items:
+            if "large" in item.keywords:
+                item.add_marker(skip_large)
 
 
 @pytest.fixture(scope="session")
