@@ -87,9 +87,11 @@ keys passes the same score error to ``o`` and the gradients (an absolute error `
 a row split evenly between two keys moves ``o`` by ``e |v_1 - v_2| / 4``: the o floor must carry the
 scores' rounding the lse's does, though no grid case realizes it). The H200 (flash, bfloat16 too,
 ``docs/sensitivity-h200.md``, 2026-12-01) agrees: float32 ``o``, dq, dk at 0.059, 0.043, 0.023;
-16-bit outputs and gradients at 0.21-0.39; the 16-bit lse at 0.10 and 0.12, under float32's 0.14 on
-the same float32 bound. A coefficient of their own was not tried: it would need the GPU suite twice
-on the new bounds, and that table's grid and 20-case sample are where it would come from.
+16-bit outputs and gradients at 0.21-0.39; the 16-bit lse at 0.10 and 0.12, which the table marks
+loose and which stay: 16-bit inputs give the lse exact float32 products and the same float32 sum
+and bound as float32 inputs, whose row (0.14) meets the rule. A coefficient of their own for
+float32 ``o``, dq, dk was not tried: it would need the GPU suite twice on the new bounds, and that
+table's grid and 20-case sample are where it would come from.
 
 The reference's error is measured only where the reference is finite: a same-dtype reference can
 overflow (fp16 scores past 65504) where the kernel, accumulating in float32, must not.
