@@ -267,7 +267,8 @@ def floor(dtype: torch.dtype, magnitude: float, scores: float, terms: int = 1, *
 
     ``scores`` is :func:`score_magnitude` of the inputs (``S`` in the module docstring); ``terms`` is
     the length of the longest sum behind one result (keys for o, the lse and dq; queries, times the
-    group for grouped heads, for dk and dv), which :data:`SUM_ULPS` charges for. The float32
+    group for grouped heads, for dk and dv), which :data:`SUM_ULPS` and :func:`underflow` charge
+    for. The float32
     arithmetic costs ``ACCUMULATOR_ULPS`` ulps relative to ``magnitude``, the size of what it sums;
     rounding to ``dtype`` costs ``u(dtype)`` relative to ``rounded``, the size of what the kernel may
     round (``None``: ``magnitude``; for dq and dk, :func:`gradient_terms`), plus ``inherited``, what a
@@ -279,7 +280,7 @@ def floor(dtype: torch.dtype, magnitude: float, scores: float, terms: int = 1, *
     rounding = u * magnitude if rounded is None else min(u * rounded + inherited, u * magnitude)
     u32 = UNIT_ROUNDOFF[torch.float32]
     acc = ACCUMULATOR_ULPS * u32 * (1.0 + 2.0 * scores) + SUM_ULPS * u32 * math.sqrt(max(terms, 1))
-    return rounding + acc * magnitude + underflow(dtype)
+    return rounding + acc * magnitude + underflow(dtype) * math.sqrt(max(terms, 1))
 
 
 def sum_lengths(n_q: int, n_k: int, group: int = 1) -> tuple[int, int, int]:
@@ -304,6 +305,17 @@ def underflow(dtype: torch.dtype) -> float:
     ``python -m fuzz report`` (2026-12-01) on SDPA's flash backend: a float16 ``dk`` of exact value
     -1.2e-8 (``tiny`` values, softmax scale 2) stored as 6.0e-8, one subnormal spacing off, against a
     bound of 6.7e-8 made of twice the reference's half-spacing error and a floor of 7.6e-9.
+
+    :func:`floor` charges it ``sqrt(terms)`` times: a kernel may keep partial sums in the output
+    dtype between blocks of its reduction, and each one that lands below ``x_min`` costs this much
+    again (a random walk of such roundings, as :data:`SUM_ULPS` is for float32 sums). Found by a CPU
+    ``python -m fuzz report`` (2026-12-01, after issue #19 made the 16-bit gradient floors of the
+    size of what a kernel rounds, not of the Cauchy-Schwarz size of the operands, 55 times larger
+    here): SDPA's CPU backward on ``tiny`` float16 values, ``Case(n_q=129, n_k=129, head_dim=16,
+    leading=(1, 1), dtype='float16', distribution='tiny', scale=0.00390625)``, a subnormal ``dk``
+    (4.9e-6 at most) off by 1.3e-7, 2.2 subnormal spacings, against 1.03e-7 (the reference: half a
+    spacing). With ``sqrt(129)`` the term is 3.4e-7. It matters only where results are subnormal in
+    float16 (it is below 1e-40 in bfloat16 and float32), so no bound on normal values moves.
     """
     return UNIT_ROUNDOFF[dtype] * torch.finfo(dtype).smallest_normal
 
