@@ -118,6 +118,42 @@ def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[floa
             for g_ref, g64, m, n, r, i in zip(g.ref, g.want, g.magnitudes, lengths, g.rounded, g.inherited)]
 
 
+def assert_output_matches_oracle(o, q, k, v, is_causal: bool, context: str, **features) -> None:
+    """``o`` (a kernel's, for these inputs) within the error model of the float64 oracle."""
+    with torch.no_grad():
+        o64, _ = dense_attention(q, k, v, is_causal, **features)
+        o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None, **features)
+    em.assert_within_error_model(em.OUTPUT, o, o64, o_ref, dtype=q.dtype,
+                                 **em.output_scales(q, k, v, scale=features.get("scale")), context=context)
+
+
+def assert_lse_matches_oracle(lse, q, k, v, is_causal: bool, context: str, **features) -> None:
+    """``lse`` float32 and within the error model of the oracle's, its reference in float32 (the
+    lse's own dtype, :func:`properties.error_model.lse_reference_dtype`)."""
+    if lse.dtype != em.LSE_DTYPE:
+        raise AssertionError(f"log-sum-exp: {context}: dtype {lse.dtype}, expected {em.LSE_DTYPE}")
+    with torch.no_grad():
+        _, lse64 = dense_attention(q, k, v, is_causal, **features)
+        _, lse_ref = dense_attention(q, k, v, is_causal, compute_dtype=em.lse_reference_dtype(q.dtype),
+                                     **features)
+    em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=em.LSE_DTYPE,
+                                 **em.lse_scales(q, k, lse64, scale=features.get("scale")), context=context,
+                                 axes=("row",))
+
+
+def assert_gradients_match_oracle(got, q, k, v, do, is_causal: bool, context: str, **features) -> None:
+    """``got = (dq, dk, dv)`` (a kernel's, for upstream gradient ``do``) within the error model of
+    the oracle's."""
+    oracle = oracle_gradients(q, k, v, do, is_causal, **features)
+    lengths = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
+    for i, name in enumerate(("dq", "dk", "dv")):
+        em.assert_within_error_model(
+            em.Quantity(f"gradient {name}", em.GRADIENT.factor), got[i], oracle.want[i], oracle.ref[i],
+            dtype=q.dtype, magnitude=oracle.magnitudes[i], scores=oracle.scores, terms=lengths[i],
+            context=context, rounded=oracle.rounded[i], inherited=oracle.inherited[i],
+        )
+
+
 def visible(case: Case, device) -> torch.Tensor:
     """``[n_q, n_k]`` bool: True where a query of ``case`` sees a key (causal mask and window)."""
     mask = visible_mask(case.n_q, case.n_k, device, is_causal=case.is_causal, window=case.window,

@@ -15,9 +15,7 @@ from types import ModuleType
 
 import torch
 
-from oracle.dense import dense_attention
 from properties import _common
-from properties import error_model as em
 from properties.case import Case
 from properties.kernels import NotApplicable, default_device, require_case
 
@@ -73,19 +71,9 @@ def check_large_offsets(kernel: ModuleType, case: Case, device=None, *,
     o, lse = _common.forward(kernel, q, k, v, large.is_causal, **f)
     for s in ends:
         where = f"{ctx}, leading slice {s} of {slices}"
-        with torch.no_grad():
-            o64, lse64 = dense_attention(q[s], k[s], v[s], large.is_causal, **f)
-            o_ref, _ = dense_attention(q[s], k[s], v[s], large.is_causal, compute_dtype=None, **f)
-        em.assert_within_error_model(em.OUTPUT, o[s], o64, o_ref, dtype=dtype,
-                                     **em.output_scales(q[s], k[s], v[s], scale=large.softmax_scale),
-                                     context=where)
+        _common.assert_output_matches_oracle(o[s], q[s], k[s], v[s], large.is_causal, where, **f)
         if lse is not None:
-            with torch.no_grad():
-                _, lse_ref = dense_attention(q[s], k[s], v[s], large.is_causal,
-                                             compute_dtype=em.lse_reference_dtype(dtype), **f)
-            em.assert_within_error_model(em.LSE, lse[s], lse64, lse_ref, dtype=em.LSE_DTYPE,
-                                         **em.lse_scales(q[s], k[s], lse64, scale=large.softmax_scale),
-                                         context=where, axes=("row",))
+            _common.assert_lse_matches_oracle(lse[s], q[s], k[s], v[s], large.is_causal, where, **f)
     del o, lse
 
     do = torch.zeros_like(q)
@@ -105,12 +93,5 @@ def check_large_offsets(kernel: ModuleType, case: Case, device=None, *,
                 f"0 yet gets |{name}| up to {float(inner[first - 1]):.3e} (bound: exactly 0; a write "
                 "past 2^31 elements that wrapped lands in another slice)")
     for s in ends:
-        oracle = _common.oracle_gradients(q[s], k[s], v[s], do[s], large.is_causal, **f)
-        lengths = em.sum_lengths(n_q, n_k)
-        for i, name in enumerate(names):
-            em.assert_within_error_model(
-                em.Quantity(f"gradient {name}", em.GRADIENT.factor), got[i][s], oracle.want[i],
-                oracle.ref[i], dtype=dtype, magnitude=oracle.magnitudes[i], scores=oracle.scores,
-                terms=lengths[i], context=f"{ctx}, leading slice {s} of {slices}",
-                rounded=oracle.rounded[i], inherited=oracle.inherited[i],
-            )
+        _common.assert_gradients_match_oracle([g[s] for g in got], q[s], k[s], v[s], do[s], large.is_causal,
+                                              f"{ctx}, leading slice {s} of {slices}", **f)

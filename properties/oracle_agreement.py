@@ -10,9 +10,7 @@ from types import ModuleType
 
 import torch
 
-from oracle.dense import dense_attention
 from properties import _common
-from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated, kernel_name, require_lse
 
@@ -31,12 +29,8 @@ def check_output_matches_oracle(kernel: ModuleType, case: Case, device=None) -> 
     f = case.features()
     with torch.no_grad():
         o = kernel.attention(q, k, v, case.is_causal, **f)
-        o64, _ = dense_attention(q, k, v, case.is_causal, **f)
-        o_ref, _ = dense_attention(q, k, v, case.is_causal, compute_dtype=None, **f)
-    em.assert_within_error_model(
-        em.OUTPUT, o, o64, o_ref, dtype=q.dtype, **em.output_scales(q, k, v, scale=case.softmax_scale),
-        context=_context("check_output_matches_oracle", kernel, case),
-    )
+    _common.assert_output_matches_oracle(o, q, k, v, case.is_causal,
+                                         _context("check_output_matches_oracle", kernel, case), **f)
 
 
 @gated
@@ -48,18 +42,10 @@ def check_lse_matches_oracle(kernel: ModuleType, case: Case, device=None) -> Non
     attention_with_lse = require_lse(kernel)
     q, k, v = case.make_qkv(device or default_device())
     f = case.features()
-    context = _context("check_lse_matches_oracle", kernel, case)
     with torch.no_grad():
         _, lse = attention_with_lse(q, k, v, case.is_causal, **f)
-        _, lse64 = dense_attention(q, k, v, case.is_causal, **f)
-        _, lse_ref = dense_attention(q, k, v, case.is_causal,
-                                     compute_dtype=em.lse_reference_dtype(q.dtype), **f)
-    if lse.dtype != em.LSE_DTYPE:
-        raise AssertionError(f"log-sum-exp: {context}: dtype {lse.dtype}, expected {em.LSE_DTYPE}")
-    em.assert_within_error_model(
-        em.LSE, lse, lse64, lse_ref, dtype=em.LSE_DTYPE,
-        **em.lse_scales(q, k, lse64, scale=case.softmax_scale), context=context, axes=("row",),
-    )
+    _common.assert_lse_matches_oracle(lse, q, k, v, case.is_causal,
+                                      _context("check_lse_matches_oracle", kernel, case), **f)
 
 
 @gated
@@ -72,11 +58,4 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
     f = case.features()
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     got = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
-    oracle = _common.oracle_gradients(q, k, v, do, case.is_causal, **f)
-    lengths = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
-    for i, name in enumerate(("dq", "dk", "dv")):
-        em.assert_within_error_model(
-            em.Quantity(f"gradient {name}", em.GRADIENT.factor), got[i], oracle.want[i], oracle.ref[i],
-            dtype=q.dtype, magnitude=oracle.magnitudes[i], scores=oracle.scores, terms=lengths[i],
-            context=context, rounded=oracle.rounded[i], inherited=oracle.inherited[i],
-        )
+    _common.assert_gradients_match_oracle(got, q, k, v, do, case.is_causal, context, **f)
