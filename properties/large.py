@@ -28,12 +28,17 @@ TENSORS = 8
 """Tensors of q's size alive at once: q, k, v, o, the upstream gradient, dq, dk, dv."""
 
 
+def _slices(case: Case, elements: int) -> int:
+    """Leading slices of ``case``'s shape enough for q, k and v each to pass ``elements``, and the
+    last slice to start past it."""
+    return elements // (min(case.n_q, case.n_k) * case.head_dim) + 2
+
+
 def large_call_bytes(case: Case, elements: int = INT32_ELEMENTS) -> int:
     """The memory :func:`check_large_offsets` allocates for ``case`` (its inputs, output and
     gradients; not what the kernel allocates itself)."""
-    n, d = min(case.n_q, case.n_k), case.head_dim
-    slices = elements // (n * d) + 2
-    return TENSORS * slices * max(case.n_q, case.n_k) * d * torch.finfo(getattr(torch, case.dtype)).bits // 8
+    bits = torch.finfo(getattr(torch, case.dtype)).bits
+    return TENSORS * _slices(case, elements) * max(case.n_q, case.n_k) * case.head_dim * bits // 8
 
 
 def check_large_offsets(kernel: ModuleType, case: Case, device=None, *,
@@ -51,7 +56,7 @@ def check_large_offsets(kernel: ModuleType, case: Case, device=None, *,
     require_case(kernel, case, device)
     dtype = getattr(torch, case.dtype)
     n_q, n_k, d = case.n_q, case.n_k, case.head_dim
-    slices = elements // (min(n_q, n_k) * d) + 2
+    slices = _slices(case, elements)
     large = case.replace(leading=(slices,), kv_heads=None)
     need = large_call_bytes(case, elements) * 3 // 2
     if device.type == "cuda":
