@@ -170,6 +170,24 @@ def test_flex_compiles_one_graph_for_every_length_layout_and_mask(monkeypatch):
     assert counters["stats"]["unique_graphs"] == before
 
 
+def test_flex_compiles_with_sizes_evaluated_by_value(monkeypatch):
+    """``oracle.adapters.flex._inductor``: Dynamo traces size-obliviously, Inductor (and with it the
+    backward) compiles with that off; compiled size-obliviously, the backward kept its first call's
+    strides and failed every later length on the H200 (2026-12-01)."""
+    import torch._inductor.compile_fx
+    import torch.fx.experimental._config as fx_config
+
+    import oracle.adapters.flex as flex
+
+    seen = []
+    monkeypatch.setattr(torch._inductor.compile_fx, "compile_fx",
+                        lambda gm, inputs: seen.append(fx_config.backed_size_oblivious) or "compiled")
+    with flex._settings():
+        assert fx_config.backed_size_oblivious
+        assert flex._inductor(torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph()), []) == "compiled"
+    assert seen == [False]
+
+
 # -- on a GPU, with --kernel naming the module: its declarations and the limits its docstring states --
 
 

@@ -45,19 +45,24 @@ Compile cost, which the suite must afford (hundreds of shapes, dtypes and masks 
   mask sees every key), so one graph serves every causal flag, window and alignment;
 - on CUDA a call without gradients runs as if q, k and v all wanted them (:class:`_Flex`): the
   forward kernel is the same, and one graph serves both;
-- Dynamo runs under :func:`_settings`: a raised recompile limit that fails loudly when hit (rather
-  than silently running flex's unfused eager path), no duck sizing (which would tie a batch to an
-  equal head count, and so make it static), and size-oblivious sizes (else a length of 1, or of one
-  mask block, 128, or less, would be specialized into a graph of its own). On an H200 with torch 2.11
-  (2026-12-01) two calls of the GPU suite failed to compile under these settings (Inductor's
-  "AssertionError: failed to set ranges [1, 64]"): a compile failure through this module's choices,
-  to be told apart from a wrong answer of flex;
+- Dynamo traces under :func:`_settings`: a raised recompile limit that fails loudly when hit
+  (rather than silently running flex's unfused eager path), no duck sizing (which would tie a batch
+  to an equal head count, and so make it static), and size-oblivious sizes (else a length of 1, or
+  of one mask block, 128, or less, would be specialized into a graph of its own). Inductor then
+  compiles (:func:`_inductor`, and the backward in :class:`_Flex`) with sizes evaluated by value:
+  compiled size-obliviously, the backward kept the first call's strides, and on the H200
+  (2026-12-01, torch 2.11) 345 tests of the flex suite failed with "expected size 4==4, stride
+  16368==2048" in the backward of a later length, a failure of this module's settings, not of flex.
+  With :func:`_inductor` the same suite passed whole (``docs/findings.md``). An earlier run under
+  the old settings had also had two compile failures ("AssertionError: failed to set ranges [1,
+  64]"); the run with :func:`_inductor` had none;
 - flex's decoding kernel is never chosen (``kernel_options={"FORCE_USE_FLEX_ATTENTION": True}``):
   on the same H200 run its lowering failed under dynamic shapes for every ``n_q < 128`` call
   ("LoweringException: TypeError: unsupported operand type(s) for &: 'floor' and 'Add'", in
   ``flex_decoding.py``), so the decoding kernel is not what this module tests. That error comes
   from the heads being symbolic (the option is read after them), so the head counts are also
-  marked static (:class:`_Flex`); not yet run on a GPU.
+  marked static (:class:`_Flex`), and the flex suite's ``n_q < 128`` calls passed on the H200
+  (2026-12-01).
 
 What still compiles anew: each dtype, head dim and GQA group; a batch of 1 (flex's lowering guards
 on it); each explicit scale value (Inductor makes a float argument a constant of the graph); a
@@ -96,7 +101,21 @@ mask is a few int32 tensors of ``n / 128`` blocks a side."""
 KERNEL_OPTIONS = {"FORCE_USE_FLEX_ATTENTION": True}
 """Never flex's decoding kernel (see the module docstring)."""
 
-_flex = torch.compile(flex_attention, dynamic=True)
+def _inductor(gm: torch.fx.GraphModule, example_inputs: list):
+    """Inductor, with backed sizes evaluated by their values again (not size-obliviously) while it
+    compiles: Dynamo traces under :func:`_settings`, but under ``backed_size_oblivious`` AOTAutograd
+    cannot prove a saved tensor's symbolic stride equal to the one Inductor reports (torch 2.11's
+    ``_guard_or`` then answers "different"), and so it compiles the backward for the first call's
+    concrete strides: on the H200 (2026-12-01) every later length with that graph failed the
+    backward with "expected size 4==4, stride 16368==2048 at dim=0" (345 of the flex suite's
+    tests). Evaluated by value, a specialization Inductor needs becomes a guard of the graph."""
+    from torch._inductor.compile_fx import compile_fx
+
+    with fx_config.patch(backed_size_oblivious=False):
+        return compile_fx(gm, example_inputs)
+
+
+_flex = torch.compile(flex_attention, dynamic=True, backend=_inductor)
 
 
 @contextlib.contextmanager
@@ -172,7 +191,9 @@ class _Flex(torch.autograd.Function):
     def backward(ctx, do, _dlse):
         leaves, o = ctx.graph
         wanted = [t for t in leaves if t.requires_grad]
-        with _settings():
+        # A backward compiled here (AOTAutograd may defer it to the first call) is compiled as
+        # :func:`_inductor` compiles, sizes evaluated by value.
+        with _settings(), fx_config.patch(backed_size_oblivious=False):
             # No retain_graph: Inductor donates the compiled backward's buffers, which a retained
             # graph forbids (the H200 run of 2026-12-01 raised "non-empty donated buffers ...
             # requires ... retain_graph=False"); each forward of the suite gets one backward.
