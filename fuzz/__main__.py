@@ -160,12 +160,24 @@ def cmd_replay(args) -> int:
     return 1 if failing else 0
 
 
+def _case(line: str):
+    """The ``Case``/``VarlenCase`` of a replay line; a line that is not one ends the command with
+    the reason (exit status 2, as for any bad argument), not a traceback."""
+    from properties.varlen_case import parse_case
+
+    try:
+        return parse_case(line)
+    except ValueError as e:
+        print(f"python -m fuzz: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def cmd_repro(args) -> int:
     from fuzz.isolation import run_check
     from properties import load_kernel
-    from properties.varlen_case import VarlenCase, parse_case
+    from properties.varlen_case import VarlenCase
 
-    case = parse_case(args.case)
+    case = _case(args.case)
     kernel = load_kernel(args.kernel)
     checks = _checks(args.check, case)
     print(f"kernel {args.kernel}, {case}")
@@ -190,9 +202,8 @@ def cmd_pin(args) -> int:
     from pathlib import Path
 
     from fuzz import corpus
-    from properties.varlen_case import parse_case
 
-    case = parse_case(args.case)
+    case = _case(args.case)
     check = args.check or corpus.ALL
     if check != corpus.ALL:
         _checks([check], case)

@@ -242,11 +242,18 @@ def features_used(case) -> set[str]:
 
 def parse_line(cls, line: str, *, example: str):
     """``cls`` rebuilt from its :func:`case_line` (literal keyword arguments only; nothing is run)."""
-    call = ast.parse(line.strip(), mode="eval").body
+    wrong = ValueError(f"expected a line like {example!r} (the line a failure prints), got {line!r}")
+    try:
+        call = ast.parse(line.strip(), mode="eval").body
+    except SyntaxError:
+        raise wrong from None
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-            and call.func.id == cls.__name__):
-        raise ValueError(f"expected a line like {example!r}, got {line!r}")
-    return cls(**{kw.arg: ast.literal_eval(kw.value) for kw in call.keywords})
+            and call.func.id == cls.__name__ and not call.args):
+        raise wrong
+    try:
+        return cls(**{kw.arg: ast.literal_eval(kw.value) for kw in call.keywords})
+    except TypeError:  # a field missing or unknown
+        raise wrong from None
 
 
 def _uniform(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:

@@ -170,6 +170,18 @@ def test_flex_compiles_one_graph_for_every_length_layout_and_mask(monkeypatch):
     assert counters["stats"]["unique_graphs"] == before
 
 
+def test_sdpa_flash_takes_a_head_dim_of_one_with_a_last_stride_other_than_one():
+    """Found by the CPU conformance report (2026-12-01): the adapter took a last dim of one element
+    as unit-strided whatever its stride, and SDPA's forced flash backend, which reads ``stride(-1)``
+    there too, found no kernel ("No available kernel"). The adapter now copies such an input."""
+    from properties import Case, check_causal_future_ignored, load_kernel
+    from tests.helpers import run_check
+
+    case = Case(n_q=1, n_k=1, head_dim=1, leading=(), dtype="float16", is_causal=False,
+                layout="strided", distribution="normal", scale=1.0, seed=0)
+    run_check(check_causal_future_ignored, load_kernel("oracle.adapters.sdpa_flash"), case)
+
+
 def test_flex_compiles_with_sizes_evaluated_by_value(monkeypatch):
     """``oracle.adapters.flex._inductor``: Dynamo traces size-obliviously, Inductor (and with it the
     backward) compiles with that off; compiled size-obliviously, the backward kept its first call's

@@ -79,3 +79,13 @@ def test_a_crashing_kernel_fails_one_case_and_the_run_goes_on(tmp_path):
 
     replayed = _run("-m", "fuzz", "replay", "--db", db, "--kernel", CRASHES, *checks)
     assert replayed.returncode == 1 and f"CRASH   {OUTPUT}" in replayed.stdout
+
+
+def test_a_line_that_is_not_a_case_is_refused_with_the_reason():
+    """The docs write ``Case(...)`` for "the line a failure prints"; pasted as it is, ``repro`` and
+    ``pin`` say what they expected (exit status 2), not a traceback."""
+    for command in ("repro", "pin"):
+        result = _run("-m", "fuzz", command, "Case(...)", "--check", OUTPUT, timeout=120)
+        assert result.returncode == 2
+        assert "expected a line like 'Case(n_q=1, n_k=1, ...)'" in result.stderr
+        assert "Traceback" not in result.stderr

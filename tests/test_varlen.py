@@ -16,7 +16,7 @@ import torch
 from oracle.adapters import dense as dense_adapter
 from oracle.dense import dense_attention
 from oracle.varlen import dense_attention_varlen, sequence_rows, varlen_mask
-from properties.case import FEATURE_FIELDS
+from properties.case import FEATURE_FIELDS, Case
 from properties.kernels import load_kernel
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_case import VARLEN_LAYOUTS, VarlenCase, parse_case
@@ -79,6 +79,8 @@ def test_case_line_replays_and_rejects_anything_but_literals():
         VarlenCase.parse("VarlenCase(seqlens_q=__import__('os').getpid(), seqlens_k=(1,))")
     with pytest.raises(ValueError, match="expected a line like 'VarlenCase"):
         VarlenCase.parse("Case(n_q=1, n_k=1)")
+    with pytest.raises(ValueError, match="expected a line like 'Case"):  # the docs' placeholder
+        Case.parse("Case(...)")
 
 
 def test_feature_fields_are_left_out_at_their_defaults_and_old_lines_draw_as_before():

@@ -117,7 +117,9 @@ def _aligned(t: torch.Tensor, unit_last_stride: bool = False) -> torch.Tensor:
     """
     size = t.element_size()
     strides = (stride for dim, stride in zip(t.shape[:-1], t.stride()[:-1]) if dim > 1)
-    unit = not unit_last_stride or t.shape[-1] == 1 or t.stride(-1) == 1
+    # stride(-1) even where the last dim has one element: SDPA's fused-kernel checks read it there
+    # too (a head dim of 1 with stride 2 found no kernel on the CPU, 2026-12-01).
+    unit = not unit_last_stride or t.stride(-1) == 1
     if unit and t.data_ptr() % ALIGNMENT == 0 and all(stride * size % ALIGNMENT == 0 for stride in strides):
         return t
     return t.clone(memory_format=torch.contiguous_format)  # fresh storage: aligned, one copy
