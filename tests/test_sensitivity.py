@@ -6,6 +6,7 @@ the check, a little below passes; rounding the lse through float16 is detected (
 not, while the lse's reference was computed in float16).
 """
 
+import math
 import re
 import subprocess
 import sys
@@ -107,6 +108,19 @@ def test_gradient_magnitudes_never_exceed_the_cauchy_schwarz_bound():
         assert all(new <= old for new, old in zip(oracle.magnitudes, before))
     # Unit normal values, d = 64: about a quarter (|k_j| averaged over P instead of max |k|).
     assert oracle.magnitudes[0] < before[0] / 3 and oracle.magnitudes[1] < before[1] / 3
+
+
+def test_a_second_call_near_the_dtype_top_may_saturate_but_nowhere_else():
+    """``em.assert_within_bound`` (two kernel results): an infinity passes where the expected value
+    is within the bound of float16's largest number (the exact one may lie beyond it), and fails
+    where it is not."""
+    top = torch.finfo(torch.float16).max
+    expected = torch.tensor([top - 10.0, 1000.0], dtype=torch.float64)
+    em.assert_within_bound("dk", torch.tensor([math.inf, 1000.0], dtype=torch.float16), expected, 20.0,
+                           "test", context="test", axes=("col",))
+    with pytest.raises(AssertionError, match="non-finite values where finite ones were expected"):
+        em.assert_within_bound("dk", torch.tensor([math.inf, 1000.0], dtype=torch.float16), expected, 5.0,
+                               "test", context="test", axes=("col",))
 
 
 def test_sample_is_the_same_for_the_same_seed():
