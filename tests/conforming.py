@@ -67,7 +67,7 @@ HIDDEN = float("-inf")
 
 def scores(q, k, is_causal, scale, window, softcap, causal_alignment):
     """Scaled, capped, masked scores in the accumulator dtype."""
-    s = torch.matmul(up(q), up(kv_heads(q, k)).transpose(-2, -1)) * softmax_scale(q, scale)
+    s = torch.matmul(up(q), kv_heads(q, up(k)).transpose(-2, -1)) * softmax_scale(q, scale)
     if softcap:
         s = cap(s, softcap)
     seen = visible(q.shape[-2], k.shape[-2], is_causal, window, causal_alignment, q.device)
@@ -80,7 +80,7 @@ def attend(s: torch.Tensor, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     m = s.amax(-1, keepdim=True)
     p = torch.exp(s - m.masked_fill(torch.isneginf(m), 0.0))  # a row with no key: all weights 0
     l_i = p.sum(-1, keepdim=True)
-    o = torch.matmul(p, up(kv_heads(q, v))) / l_i.masked_fill(l_i == 0, 1.0)
+    o = torch.matmul(p, kv_heads(q, up(v))) / l_i.masked_fill(l_i == 0, 1.0)
     return o.to(q.dtype)
 
 

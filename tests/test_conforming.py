@@ -29,6 +29,18 @@ def test_conforming_module_passes(check, case):
     run_check(check, load_kernel("tests.conforming"), case)
 
 
+def test_conforming_module_sums_a_group_s_gradients_in_float32():
+    """The CPU report of 2026-12-01 failed this module: it repeated float16 k and v per group before
+    casting them up, so autograd summed the group's float16 gradients in float16, and a partial sum
+    past 65504 gave ``dk = -inf`` where the exact one is -51129. It now repeats them in float32."""
+    from properties import Case, check_gradients_match_oracle
+
+    case = Case(n_q=203, n_k=256, head_dim=146, leading=(7,), dtype="float16", is_causal=True,
+                layout="offset", distribution="large", scale=32.0, seed=271, kv_heads=1,
+                softmax_scale=10.0, causal_alignment="bottom_right")
+    run_check(check_gradients_match_oracle, load_kernel("tests.conforming"), case)
+
+
 def test_conforming_module_has_no_varlen():
     # Its varlen checks must be n/a, never failures: the contract makes varlen optional.
     from properties.kernels import NotApplicable
