@@ -76,15 +76,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The mock is judged against the dense oracle before anything is judged against the mock.
     items.sort(key=lambda item: 0 if item.path.name == "test_oracle.py" else 1)
     if not torch.cuda.is_available():
-        skip = pytest.mark.skip(reason="needs a CUDA GPU (gpu marker)")
-        for item in items:
-            if "gpu" in item.keywords:
-                item.add_marker(skip)
+        _skip_marked(items, "gpu", "needs a CUDA GPU (gpu marker)")
     if not config.getoption("--large"):
-        skip_large = pytest.mark.skip(reason="a `large` test (tens of GiB of GPU memory): run with --large")
-        for item in items:
-            if "large" in item.keywords:
-                item.add_marker(skip_large)
+        _skip_marked(items, "large", "a `large` test (tens of GiB of GPU memory): run with --large")
+
+
+def _skip_marked(items: list[pytest.Item], marker: str, reason: str) -> None:
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if marker in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

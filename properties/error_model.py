@@ -328,40 +328,26 @@ def max_abs_error(x: torch.Tensor, oracle: torch.Tensor) -> float:
     return float((x.double() - oracle.double()).abs()[both].max())
 
 
-def saturated(actual: torch.Tensor, oracle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def saturated(actual: torch.Tensor, oracle: torch.Tensor, margin: float = 0.0
+              ) -> tuple[torch.Tensor, torch.Tensor]:
     """``actual`` and ``oracle`` with both clamped to ``actual``'s dtype's range wherever the exact
-    value lies beyond it, else as they are.
+    value may lie beyond it, else as they are: where ``|oracle| + margin`` passes the dtype's largest
+    number. ``margin`` is 0 for the float64 oracle; for an ``oracle`` that is itself a kernel's result
+    (a second call, or a sum of them) it is that result's bound.
 
     An exact value past the dtype's largest number (a gradient of 7e4 in float16, whose largest is
     65504) cannot be stored: a correct kernel rounds it to that number or to an infinity of its
-    sign, and either is then as close as the dtype allows. Only where the oracle itself is out of
+    sign, and either is then as close as the dtype allows. Only where the exact value may be out of
     range is an infinite result accepted; a NaN never is.
     """
     if not actual.dtype.is_floating_point:
         return actual, oracle
     top = torch.finfo(actual.dtype).max
-    over = torch.isfinite(oracle) & (oracle.double().abs() > top)
+    over = torch.isfinite(oracle) & (oracle.double().abs() + margin > top)
     if not bool(over.any()):
         return actual, oracle
     return (torch.where(over, actual.double().clamp(-top, top), actual.double()),
             torch.where(over, oracle.double().clamp(-top, top), oracle.double()))
-
-
-def saturated_within(actual: torch.Tensor, expected: torch.Tensor, bound: float
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`saturated` for an ``expected`` that is itself within ``bound`` of the exact value (a
-    second kernel call, or a sum of them): both clamped to ``actual``'s dtype's range wherever the
-    exact value may lie beyond it, ``|expected| + bound`` past the dtype's largest number. There a
-    correct ``actual`` may be that number or an infinity of its sign; elsewhere an infinity is
-    still an error."""
-    if not actual.dtype.is_floating_point:
-        return actual, expected
-    top = torch.finfo(actual.dtype).max
-    over = torch.isfinite(expected) & (expected.double().abs() + bound > top)
-    if not bool(over.any()):
-        return actual, expected
-    return (torch.where(over, actual.double().clamp(-top, top), actual.double()),
-            torch.where(over, expected.double().clamp(-top, top), expected.double()))
 
 
 def assert_finite_where_expected(
@@ -549,7 +535,7 @@ def assert_within_bound(
             f"{name}: {context}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
         )
     shape = tuple(expected.shape)
-    actual, expected = saturated_within(actual, expected, bound)
+    actual, expected = saturated(actual, expected, margin=bound)
     assert_finite_where_expected(name, actual, expected, context=context, axes=axes)
     err = (actual.double() - expected.double()).abs()
     err = torch.where(torch.isfinite(expected), err, torch.zeros_like(err))

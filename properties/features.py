@@ -99,8 +99,7 @@ def check_gqa_matches_repeated_kv(kernel: ModuleType, case: Case, device=None) -
         # nothing); check_gradients_match_oracle holds those elements to the oracle. Both were
         # false alarms of the CPU report of 2026-12-01 (float16, `large` values), on flash too.
         g = repeated[key].double().unflatten(-3, (case.kv_heads, group))
-        known = torch.isfinite(g).all(-3)
-        repeated[key] = torch.where(known, g.sum(-3), torch.full_like(known, math.nan, dtype=g.dtype))
+        repeated[key] = g.sum(-3).masked_fill(~torch.isfinite(g).all(-3), math.nan)
     if getattr(kernel, "BATCH_INVARIANT", False):
         _assert_same_bits("grouped heads = k, v repeated per group", grouped,
                           {"o": repeated["o"], "lse": repeated["lse"]}, ctx)
