@@ -30,6 +30,7 @@ from properties.oracle_agreement import (
     check_output_matches_oracle,
     default_device,
 )
+from properties.side_effects import check_inputs_unchanged
 from properties.softmax import check_lse_normalizes_rows, check_rows_normalized
 from properties.stability import (
     check_convex_hull,
@@ -66,6 +67,7 @@ INVARIANT_CHECKS = (
     check_deterministic,
     check_large_logits_stable,
     check_gradcheck_float64,
+    check_inputs_unchanged,
 )
 """Every check of a property that holds for any correct kernel, with or without a reference."""
 

@@ -119,7 +119,11 @@ def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[floa
 
 
 def assert_output_matches_oracle(o, q, k, v, is_causal: bool, context: str, **features) -> None:
-    """``o`` (a kernel's, for these inputs) within the error model of the float64 oracle."""
+    """``o`` (a kernel's, for these inputs) in q's dtype and on q's device, as the contract says
+    (``properties/kernels.py``), and within the error model of the float64 oracle."""
+    if o.dtype != q.dtype or o.device != q.device:
+        raise AssertionError(f"output o: {context}: dtype {o.dtype} on {o.device}, expected q's, "
+                             f"{q.dtype} on {q.device} (bound: the contract's dtype and device)")
     with torch.no_grad():
         o64, _ = dense_attention(q, k, v, is_causal, **features)
         o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None, **features)

@@ -133,8 +133,20 @@ def feature_cpu_cases() -> list[Case]:
     """Cases for the contract's features (n/a for a module that does not declare them): grouped
     heads (ratios 2 to 8), windows at the tile edges (63, 64, 65) and one-sided, bottom-right
     alignment with rows that see no key, softcaps that bite, small and large softmax scales, and all
-    of them together."""
+    of them together.
+
+    A band's edges are where a tiled kernel's loop bounds go wrong by one, so two cases put each
+    edge one key past a tile boundary for every power-of-two tile from 16 to 64 (65 = 1 mod 16, 32
+    and 64): a window ``(65, 1)``, and bottom-right diagonals ``n_k - n_q = 1`` and ``-63``. Their
+    last row of a tile (``t B - 1``) then sees the first key of the next key tile, which a loop
+    that ends one key short never visits (a loop over query tiles, in a backward, likewise). And
+    the smallest case of rows that see no key: bottom-right with ``n_q = n_k + 1``, one such row
+    (a guard for empty rows switched on only from two of them leaves it at 0 / 0)."""
     return [
+        Case(193, 193, 16, (1,), "float32", False, window=(65, 1), seed=5),
+        Case(129, 130, 16, (1,), "float16", True, causal_alignment="bottom_right", seed=6),
+        Case(130, 67, 16, (1,), "float32", True, "seq_first", causal_alignment="bottom_right", seed=7),
+        Case(65, 64, 16, (2,), "float32", True, causal_alignment="bottom_right", seed=8),
         Case(65, 65, 16, (4,), "float32", True, kv_heads=2),
         Case(97, 129, 24, (2, 8), "float16", False, "heads_last", kv_heads=1),  # multi-query
         Case(129, 129, 32, (2,), "float32", True, window=(63, 0)),
@@ -153,7 +165,9 @@ def feature_cpu_cases() -> list[Case]:
 
 def feature_gpu_cases() -> list[Case]:
     """Feature cases for a compiled kernel: every dtype, head dims 64 and 128, GQA 8:1, windows at
-    tile edges over a few thousand keys, empty rows, softcap and scale, up to 4k."""
+    tile edges over a few thousand keys, empty rows, softcap and scale, up to 4k; as on the CPU
+    (:func:`feature_cpu_cases`), band edges one key past a tile boundary for every power-of-two
+    tile up to 128 (a window ``(129, 1)``, a bottom-right diagonal ``n_k - n_q = 1``)."""
     cases = []
     for dtype in GPU_DTYPES:
         cases += [
@@ -162,6 +176,8 @@ def feature_gpu_cases() -> list[Case]:
             Case(2049, 2049, 64, (1, 2), dtype, True, seed=2, window=(1024, 0)),
             Case(1025, 1023, 128, (2,), dtype, False, seed=3, window=(63, 64)),
             Case(1023, 257, 64, (2,), dtype, True, seed=4, causal_alignment="bottom_right"),
+            Case(1025, 1025, 64, (2,), dtype, False, seed=8, window=(129, 1)),
+            Case(1023, 1024, 128, (2,), dtype, True, seed=9, causal_alignment="bottom_right"),
             Case(4097, 4095, 64, (1, 2), dtype, True, seed=5, softcap=30.0),
             Case(1023, 1023, 128, (2,), dtype, False, seed=6, softmax_scale=0.05, softcap=10.0),
             Case(769, 1024, 64, (2, 4), dtype, True, "strided", seed=7, kv_heads=2, softmax_scale=0.3,

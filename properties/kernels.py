@@ -39,6 +39,12 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   ``"bottom_right"`` computes ``causal_alignment="bottom_right"`` exactly as ``"top_left"`` when
   ``n_q == n_k`` (the same mask either way), bit for bit.
 
+- A call (a packed one too) returns ``o`` shaped like ``q`` (``[..., n_q, d]``), in q's dtype and
+  on q's device, and computes the same attention whether or not autograd records it (inputs that
+  require grad or not, grad mode on or off). It never writes to its arguments: q, k, v, and in the
+  backward the upstream gradient, hold the same bits afterwards, and so does the rest of the
+  memory they are views of (the gaps between the rows of a strided tensor)
+  (``check_inputs_unchanged``, on dense calls).
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
   gradients (``check_deterministic``). Every bit-for-bit promise here compares two calls, so it
   rests on this one too; a check that finds two calls differ says whether the same call repeated

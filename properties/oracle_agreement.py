@@ -50,12 +50,18 @@ def check_lse_matches_oracle(kernel: ModuleType, case: Case, device=None) -> Non
 
 @gated
 def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) -> None:
-    """``dq, dk, dv`` for a random upstream gradient are within the error model of the oracle's."""
+    """``dq, dk, dv`` for a random upstream gradient are within the error model of the oracle's,
+    and so is the output of the call autograd recorded: a kernel may take another path when its
+    inputs require grad (one that saves what its backward needs), and the contract promises the
+    same attention either way, which :func:`check_output_matches_oracle` (no grad) cannot see."""
     q, k, v = case.make_qkv(device or default_device())
     do = case.make_grad_out(q.device)
     context = _context("check_gradients_match_oracle", kernel, case)
 
     f = case.features()
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    got = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
+    o = kernel.attention(*leaves, case.is_causal, **f)
+    got = torch.autograd.grad(o, leaves, do)
+    _common.assert_output_matches_oracle(o.detach(), q, k, v, case.is_causal,
+                                         context + " (the output of the call with gradients recorded)", **f)
     _common.assert_gradients_match_oracle(got, q, k, v, do, case.is_causal, context, **f)

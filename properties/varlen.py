@@ -75,9 +75,10 @@ def _run(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, case: VarlenCase
 
 
 def _check_shapes(o: torch.Tensor, lse: torch.Tensor | None, q: torch.Tensor, context: str) -> None:
-    if o.shape != q.shape or o.dtype != q.dtype:
-        raise AssertionError(f"output o: {context}: shape {tuple(o.shape)} {o.dtype}, expected "
-                             f"{tuple(q.shape)} {q.dtype} (bound: the contract's shape and dtype)")
+    if o.shape != q.shape or o.dtype != q.dtype or o.device != q.device:
+        raise AssertionError(f"output o: {context}: shape {tuple(o.shape)} {o.dtype} on {o.device}, "
+                             f"expected {tuple(q.shape)} {q.dtype} on {q.device} (bound: the contract's "
+                             f"shape, dtype and device)")
     if lse is not None and (lse.shape != q.shape[:-1] or lse.dtype != torch.float32):
         raise AssertionError(f"log-sum-exp: {context}: shape {tuple(lse.shape)} {lse.dtype}, expected "
                              f"{tuple(q.shape[:-1])} torch.float32 (bound: the contract's shape and dtype)")
@@ -162,16 +163,24 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     def grads(fn, dtype):
         leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in x[:3]]
         out = fn(*leaves)
-        return torch.autograd.grad(out, leaves, do.to(out.dtype))
+        return out.detach(), torch.autograd.grad(out, leaves, do.to(out.dtype))
 
     f = case.features()
-    got = grads(lambda q, k, v: attention_varlen(q, k, v, *x[3:], case.is_causal, **f), None)
-    want = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, **f)[0], torch.float64)
-    ref = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, compute_dtype=None, **f)[0],
-                None)
+    o, got = grads(lambda q, k, v: attention_varlen(q, k, v, *x[3:], case.is_causal, **f), None)
+    o64, want = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, **f)[0], torch.float64)
+    o_ref, ref = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, compute_dtype=None,
+                                                         **f)[0], None)
+    # The output of the call autograd recorded, too: a kernel may take another path when its inputs
+    # require grad, and the contract promises the same attention either way.
+    out_ctx = ctx + " (the output of the call with gradients recorded)"
+    _check_shapes(o, None, x.q, out_ctx)
+    nan = float("nan")
+    em.assert_within_error_model(
+        em.OUTPUT, _pad(o, cu[0], nan), _pad(o64, cu[0], nan), _pad(o_ref, cu[0], nan),
+        dtype=x.q.dtype, **_scales(x, case), context=out_ctx, axes=ROWS,
+    )
     magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
     scores = _scales(x, case)["scores"]
-    nan = float("nan")
     terms = em.sum_lengths(max(case.seqlens_q), max(case.seqlens_k), x.q.shape[1] // x.k.shape[1])
     for name, g, g64, g_ref, magnitude, c, axes, n in zip(
         ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS), terms

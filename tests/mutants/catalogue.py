@@ -18,6 +18,7 @@ F = "flash.forward"
 B = "flash.backward_triton"
 V = "flash.varlen"
 S = "flash.scores"
+FN = "flash.function"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- softmax scale --
@@ -134,6 +135,143 @@ CATALOGUE: tuple[Mutant, ...] = (
            "out = pid_b.to(tl.int64) * stride_gs + (row_k + rows_k) * stride_gn + offs_d[None, :]",
            "out = pid_b.to(tl.int64) * stride_gs + rows_k * stride_gn + offs_d[None, :]",
            "dk/dv of every sequence written at the first sequence's rows; varlen, 2 sequences"),
+    # -- side effects --
+    Mutant("output_written_over_q", F, "    o = torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)\n",
+           "    o = q if q.is_contiguous() else torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)\n",
+           "o stored into q's own buffer when q is contiguous (each program reads its q tile before it "
+           "stores o there, so o is right): the caller's q is lost; any contiguous q"),
+    # -- a held-out round (2026-12-01): bugs written without looking at the tests, see docs/mutation.md --
+    Mutant("running_max_starts_at_zero", F, 'm_i = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)',
+           "m_i = tl.zeros([BLOCK_Q], dtype=tl.float32)",
+           "the running max starts at 0, not -inf: a row whose scores are all far below 0 underflows "
+           "(l = 0, o = NaN); one key, a score under -150 (base 2)"),
+    Mutant("causal_tile_order_off_by_one", F, "pid_q = num_q_tiles - 1 - pid_q", "pid_q = num_q_tiles - pid_q",
+           "the longest-first causal launch order is off by one: the first query tile is never computed "
+           "(its o left as torch.empty made it); causal, any n"),
+    Mutant("key_range_end_one_short", S, "hi = tl.minimum(hi, tl.maximum(last_row + hi_diag + 1, 0))",
+           "hi = tl.minimum(hi, tl.maximum(last_row + hi_diag, 0))",
+           "the key loop ends one key short: when a tile's last row sees the first key of the next key "
+           "tile (band's right edge 1 past a tile boundary: window right 1, bottom-right n_k - n_q = 1), "
+           "that tile is never visited; forward and dq"),
+    Mutant("query_range_end_one_short", S, "hi = tl.minimum(hi, tl.maximum(last_col - lo_diag + 1, 0))",
+           "hi = tl.minimum(hi, tl.maximum(last_col - lo_diag, 0))",
+           "dk/dv's query loop ends one row short: the band's left edge 1 past a query tile boundary "
+           "(window left 65 with 16-row tiles) loses a row; backward, window left"),
+    Mutant("query_range_start_one_late", S, "lo = (tl.maximum(first_col - hi_diag, 0) // BLOCK_Q) * BLOCK_Q",
+           "lo = (tl.maximum(first_col - hi_diag + 1, 0) // BLOCK_Q) * BLOCK_Q",
+           "dk/dv's query loop starts a tile late when the band's right edge puts the first row that sees "
+           "the key tile at the end of a query tile; backward, window right 1"),
+    Mutant("delta_head_padding_unmasked", B, "mask = mask_q[:, None] & (offs_d < HEAD_DIM)[None, :]",
+           "mask = mask_q[:, None]",
+           "D = rowsum(do * o) reads the padded head-dim columns (the next row's values); backward, d not "
+           "a power of two"),
+    Mutant("dkdv_lse_in_natural_log", B,
+           "            lse = lse * 1.4426950408889634  # base 2\n            if EMPTY_ROWS:",
+           "            if EMPTY_ROWS:",
+           "dk/dv recompute P = exp2(s - lse) with the lse left in natural log; backward, any input"),
+    Mutant("gqa_dkdv_lse_of_kv_head", B, "lse_base = LSE + q_slice.to(tl.int64) * stride_ls",
+           "lse_base = LSE + pid_b.to(tl.int64) * stride_ls",
+           "dk/dv read the lse of query slice pid_b (the kv slice's index) for every head of the group; "
+           "backward, grouped heads"),
+    Mutant("gqa_dkdv_delta_of_kv_head", B, "delta_base = Delta + q_slice.to(tl.int64) * stride_ls",
+           "delta_base = Delta + pid_b.to(tl.int64) * stride_ls",
+           "dk/dv read D of query slice pid_b for every head of the group; backward, grouped heads"),
+    Mutant("gqa_dq_kv_by_kv_slice", B, "offsets.q, offsets.k_by_q, offsets.v_by_q, offsets.do,",
+           "offsets.q, offsets.k, offsets.v, offsets.do,",
+           "the dq kernel indexes k and v by kv slice with a query slice's index; backward, grouped heads"),
+    Mutant("gqa_dkdv_group_interleaved", B, "q_slice = pid_b * group + g", "q_slice = pid_b + g * num_slices",
+           "dk/dv sum the query heads h_kv apart (h % h_kv), not the group's consecutive heads; backward only, "
+           "grouped heads with h_kv >= 2"),
+    Mutant("dkdv_do_with_q_row_stride", B,
+           "do_t = tl.load(do_base + rows[None, :].to(tl.int64) * stride_don",
+           "do_t = tl.load(do_base + rows[None, :].to(tl.int64) * stride_qn",
+           "dk/dv read do's rows with q's row stride: wrong when do and q are laid out differently"),
+    Mutant("delta_do_with_o_row_stride", B,
+           "do = tl.load(do_base + rows * stride_don + offs_d[None, :] * stride_dod",
+           "do = tl.load(do_base + rows * stride_on + offs_d[None, :] * stride_dod",
+           "D reads do's rows with o's row stride: wrong when do is not laid out like o (contiguous)"),
+    Mutant("dq_empty_row_lse_unguarded", B,
+           "        lse = tl.where(lse == float(\"-inf\"), 0.0, lse)  # a row that sees no key: P = 0, not NaN\n",
+           "        lse = lse\n",
+           "dq recomputes P = exp2(-inf - (-inf)) = NaN for a row that sees no key; backward, empty rows"),
+    Mutant("slice_offsets_column_major", F,
+           "offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride",
+           "offsets = offsets.unsqueeze(0) + torch.arange(size, dtype=torch.int64)[:, None] * stride "
+           "if offsets.dim() else torch.arange(size, dtype=torch.int64) * stride",
+           "slices enumerated column-major while o is written row-major: slice (b, h) gets (h, b)'s "
+           "attention; two leading dims both > 1"),
+    Mutant("varlen_last_sequence_dropped", V,
+           "slices=heads, sequences=cu_seqlens_q.numel() - 1, features=features,\n    )\n    return o, lse",
+           "slices=heads, sequences=max(cu_seqlens_q.numel() - 2, 1), features=features,\n    )\n    return o, lse",
+           "the packed forward's grid misses the last sequence (its o, lse left as torch.empty made "
+           "them); varlen, 2 sequences"),
+    Mutant("varlen_o_rows_with_q_row_stride", F,
+           "o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_on",
+           "o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_qn",
+           "a sequence's o rows located with q's row stride: wrong when packed q is not laid out like o"),
+    Mutant("tanh_series_coefficient", S, "series = 2.0 / 15.0 + x2 * series", "series = 2.0 / 13.0 + x2 * series",
+           "tanh's Taylor series with a wrong x^5 coefficient: capped scores off by ~0.02 (x/c)^5 below "
+           "0.4; float32, softcap a few times the scores"),
+    Mutant("softcap_ignores_scale", S, "qk_scale=self.scale / self.softcap if self.softcap",
+           "qk_scale=1.0 / self.softcap if self.softcap",
+           "with a softcap, the softmax scale is dropped: c tanh(q.k / c); softcap, any scale != 1"),
+    Mutant("lse_mixes_log_bases", F, "lse = (m_i + tl.log2(l_i)) / 1.4426950408889634",
+           "lse = (m_i + tl.log(l_i)) / 1.4426950408889634",
+           "the lse adds a natural log of l to a base-2 max; n_k >= 2"),
+    Mutant("backward_not_causal", FN, "ctx.features = resolve(q.shape[-1], is_causal, scale",
+           "ctx.features = resolve(q.shape[-1], False, scale",
+           "the backward is given the features of a non-causal call; causal, n >= 2"),
+    Mutant("dq_window_one_key_wider", B,
+           "    lo_diag = diag - win_left\n    hi_diag = diag + win_right\n    first_row = pid_q * BLOCK_Q\n",
+           "    lo_diag = diag - win_left - 1\n    hi_diag = diag + win_right\n    first_row = pid_q * BLOCK_Q\n",
+           "the dq kernel's window reaches one key further left than the forward's; backward, window left"),
+    Mutant("dkdv_bottom_right_sign", B,
+           "    diag = diagonal(n_q, n_k, BOTTOM_RIGHT)\n    lo_diag = diag - win_left\n    hi_diag = diag + win_right\n    lo, hi = query_range",
+           "    diag = diagonal(n_k, n_q, BOTTOM_RIGHT)\n    lo_diag = diag - win_left\n    hi_diag = diag + win_right\n    lo, hi = query_range",
+           "dk/dv place the bottom-right diagonal the wrong way (the forward and dq are right); "
+           "backward, bottom-right, n_q != n_k"),
+    Mutant("empty_row_lse_zero", F, '        lse = tl.where(empty, float("-inf"), lse)', "        lse = tl.where(empty, 0.0, lse)",
+           "a row that sees no key stores lse = 0 instead of -inf; empty rows"),
+    Mutant("v_tail_unmasked", F, "            v = tl.load(v_ptrs, mask=mask_k[:, None] & mask_d[None, :], other=0.0)",
+           "            v = tl.load(v_ptrs, mask=mask_d[None, :], other=0.0)",
+           "v's rows past n_k loaded in the masked run: their weight is 0, but 0 x NaN (a gap) or 0 x inf "
+           "(memory past the tensor) is NaN; n_k % 64 != 0"),
+    Mutant("o_head_padding_stored", F,
+           "tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=mask_q[:, None] & mask_d[None, :])",
+           "tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=mask_q[:, None])",
+           "o's padded head-dim columns stored: into the next row, and past the end of o after its last "
+           "row; d not a power of two"),
+    Mutant("dk_head_padding_stored", B, "tl.store(DK + out, dk.to(DK.dtype.element_ty), mask=mask_kd)",
+           "tl.store(DK + out, dk.to(DK.dtype.element_ty), mask=mask_k[:, None])",
+           "dk's padded head-dim columns stored into the next row and past the end; d not a power of two"),
+    Mutant("causal_window_right_not_capped", S, "right = 0 if right == -1 else min(right, 0)",
+           "right = 0 if right == -1 else right",
+           "is_causal with a window whose right bound is > 0 lets rows see that many future keys; causal, "
+           "window right >= 1"),
+    Mutant("empty_rows_guard_from_two_rows", S, "(self.bottom_right and (varlen or n_q > n_k))",
+           "(self.bottom_right and (varlen or n_q > n_k + 1))",
+           "the empty-row guard is off when exactly one row sees no key: 0 / 0 there; bottom-right, "
+           "n_q = n_k + 1"),
+    Mutant("scale_from_padded_head_dim", F,
+           "features=resolve(d, is_causal, scale, window, softcap, causal_alignment),",
+           "features=resolve(padded_head_dim(d), is_causal, scale, window, softcap, causal_alignment),",
+           "the default scale from the padded head dim, 1/sqrt(32) for d = 24; forward, d not a power of two"),
+    Mutant("exponent_in_half", F, "p = tl.exp2(s - m_use[:, None])",
+           "p = tl.exp2((s - m_use[:, None]).to(tl.float16).to(tl.float32))",
+           "the exponent s - m rounded to float16 before exp2, also for float32 inputs: weights off by "
+           "~2^-11 relative x |s - m|; float32"),
+    Mutant("dq_bottom_right_sign", B,
+           "    diag = diagonal(n_q, n_k, BOTTOM_RIGHT)\n    lo_diag = diag - win_left\n    hi_diag = diag + win_right\n    first_row = pid_q * BLOCK_Q\n",
+           "    diag = diagonal(n_k, n_q, BOTTOM_RIGHT)\n    lo_diag = diag - win_left\n    hi_diag = diag + win_right\n    first_row = pid_q * BLOCK_Q\n",
+           "dq places the bottom-right diagonal the wrong way; backward, bottom-right, n_q != n_k"),
+    Mutant("softcap_derivative_sign", B, "ds = ds * (1.0 - t * t)", "ds = ds * (1.0 + t * t)",
+           "dq with 1 + tanh^2 for tanh's derivative; backward, softcap near the scores' size"),
+    Mutant("varlen_backward_key_rows_from_q", B, "        row_k = start_k.to(tl.int64)\n    else:",
+           "        row_k = start_q.to(tl.int64)\n    else:",
+           "the packed backward finds a sequence's keys at its query offset; varlen, cu_seqlens_q != cu_seqlens_k"),
+    Mutant("alpha_from_unguarded_max", F, "alpha = tl.exp2(m_i - m_use)", "alpha = tl.exp2(m_i - m_new)",
+           "the rescale factor from the unguarded max: exp2(-inf - (-inf)) = NaN for a row that has seen no "
+           "key yet, though a later tile has some; a window whose first visited tile holds none of a row's keys"),
     # -- the contract's features (scale, grouped heads, windows, softcap, bottom-right) --
     Mutant("scale_argument_ignored", S, "scale=1.0 / math.sqrt(head_dim) if scale is None else float(scale),",
            "scale=1.0 / math.sqrt(head_dim),",

@@ -1,0 +1,83 @@
+"""Side effects: a call leaves its arguments, and the memory they are views of, as they were.
+
+A kernel that folds the softmax scale into ``q`` in place, reuses an input's buffer for its output
+or for scratch, or stores with an input's strides into the wrong tensor (the gaps of a gapped or
+strided layout are memory the caller owns) corrupts the caller's tensors while its own output may
+be right. The oracle checks recompute the oracle from the inputs *after* the call, so they see such
+a bug only by luck (and then report a wrong number, not its cause). This check compares bit for
+bit: a correct call writes nothing there at all, so no rounding can differ.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from properties import _common
+from properties import error_model as em
+from properties.case import Case
+from properties.kernels import default_device, gated
+
+
+def _memory(t: torch.Tensor) -> torch.Tensor:
+    """Every byte of the storage ``t`` is a view of, as a flat uint8 tensor (a view, not a copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+class _Snapshot:
+    """Copies of named tensors and of all the memory they are views of, to compare after a call."""
+
+    def __init__(self, **tensors: torch.Tensor) -> None:
+        self.tensors = tensors
+        self.views = {name: t.detach().clone() for name, t in tensors.items()}
+        self.memory = {name: _memory(t).clone() for name, t in tensors.items()}
+
+    def assert_unchanged(self, when: str, context: str) -> None:
+        for name, t in self.tensors.items():
+            # The elements first: the message then names the first one written (batch, row, col).
+            em.assert_bit_equal(f"input {name} after {when} (a call must not write to its inputs)",
+                                t.detach(), self.views[name], context=context)
+            now, before = _memory(t), self.memory[name]
+            if not torch.equal(now, before):
+                changed = (now != before).nonzero()
+                raise AssertionError(
+                    f"input {name} after {when} (a call must not write to its inputs): {context}: "
+                    f"{changed.numel()} of {now.numel()} bytes of the memory {name} is a view of "
+                    f"changed, none of them {name}'s own elements (a gap of its layout); the first, "
+                    f"byte {int(changed[0])}, lies {_after(t, int(changed[0]))} (bound: bit-for-bit "
+                    f"equality)"
+                )
+
+
+def _after(t: torch.Tensor, byte: int) -> str:
+    """Where ``byte`` of ``t``'s memory lies relative to ``t``'s elements: after which one."""
+    offsets = torch.full((), t.storage_offset(), dtype=torch.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+    before = (offsets.reshape(-1) * t.element_size() <= byte).nonzero()
+    if before.numel() == 0:
+        return "before its first element"
+    flat = int(offsets.reshape(-1)[before.reshape(-1)].argmax())
+    flat = int(before.reshape(-1)[flat])
+    return "just after its element at " + em._index(flat, tuple(t.shape), ("row", "col"))
+
+
+@gated
+def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
+    """The forward (``attention_with_lse`` if the module has it, and ``attention``) and the backward
+    leave q, k, v and the upstream gradient bit-identical, and the rest of the memory they are views
+    of too (the contract, ``properties/kernels.py``)."""
+    ctx = _common.context("check_inputs_unchanged", kernel, case)
+    q, k, v = case.make_qkv(device or default_device())
+    do = case.make_grad_out(q.device)
+    snapshot = _Snapshot(q=q, k=k, v=v, do=do)
+    f = case.features()
+    _common.forward(kernel, q, k, v, case.is_causal, **f)
+    snapshot.assert_unchanged("the forward", ctx)
+    # detach() shares the memory: a write through the leaves is a write to q, k, v.
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    o = kernel.attention(*leaves, case.is_causal, **f)
+    snapshot.assert_unchanged("the forward with gradients recorded", ctx)
+    torch.autograd.grad(o, leaves, do)
+    snapshot.assert_unchanged("the backward", ctx)
