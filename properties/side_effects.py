@@ -25,28 +25,34 @@ def _memory(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
 
 
-class _Snapshot:
-    """Copies of named tensors and of all the memory they are views of, to compare after a call."""
+class Snapshot:
+    """Copies of named tensors and of all the memory they are views of, to compare after a call.
 
-    def __init__(self, **tensors: torch.Tensor) -> None:
+    ``compare(name, label, now, before, context)`` reports a tensor whose elements changed (it must
+    raise if they differ); the default names the first such element as (batch, row, col). The packed
+    checks pass one that names it by sequence (:mod:`properties.varlen`).
+    """
+
+    def __init__(self, tensors: dict[str, torch.Tensor], compare=None) -> None:
         self.tensors = tensors
         self.views = {name: t.detach().clone() for name, t in tensors.items()}
         self.memory = {name: _memory(t).clone() for name, t in tensors.items()}
+        self.compare = compare or (lambda name, label, now, before, context: em.assert_bit_equal(
+            label, now, before, context=context))
 
     def assert_unchanged(self, when: str, context: str) -> None:
         for name, t in self.tensors.items():
-            # The elements first: the message then names the first one written (batch, row, col).
-            em.assert_bit_equal(f"input {name} after {when} (a call must not write to its inputs)",
-                                t.detach(), self.views[name], context=context)
+            label = f"input {name} after {when} (a call must not write to its inputs)"
+            # The elements first: the message then names the first one written.
+            self.compare(name, label, t.detach(), self.views[name], context)
             now, before = _memory(t), self.memory[name]
             if not torch.equal(now, before):
                 changed = (now != before).nonzero()
                 raise AssertionError(
-                    f"input {name} after {when} (a call must not write to its inputs): {context}: "
-                    f"{changed.numel()} of {now.numel()} bytes of the memory {name} is a view of "
-                    f"changed, none of them {name}'s own elements (a gap of its layout); the first, "
-                    f"byte {int(changed[0])}, lies {_after(t, int(changed[0]))} (bound: bit-for-bit "
-                    f"equality)"
+                    f"{label}: {context}: {changed.numel()} of {now.numel()} bytes of the memory "
+                    f"{name} is a view of changed, none of them {name}'s own elements (a gap of its "
+                    f"layout); the first, byte {int(changed[0])}, lies {_after(t, int(changed[0]))} "
+                    f"(bound: bit-for-bit equality)"
                 )
 
 
@@ -71,7 +77,7 @@ def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
     ctx = _common.context("check_inputs_unchanged", kernel, case)
     q, k, v = case.make_qkv(device or default_device())
     do = case.make_grad_out(q.device)
-    snapshot = _Snapshot(q=q, k=k, v=v, do=do)
+    snapshot = Snapshot({"q": q, "k": k, "v": v, "do": do})
     f = case.features()
     _common.forward(kernel, q, k, v, case.is_causal, **f)
     snapshot.assert_unchanged("the forward", ctx)

@@ -27,6 +27,7 @@ from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_ma
 from properties import _common
 from properties import error_model as em
 from properties.kernels import default_device, gated, require_varlen
+from properties.side_effects import Snapshot
 from properties.varlen_case import VarlenCase, VarlenInputs
 
 ROWS = ("sequence", "head", "row", "col")
@@ -200,6 +201,40 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
         _assert_zero_at("dq is 0 at rows that see no key", got[0], blind_rows, cu[0], ctx, ROWS)
 
 
+@gated
+def check_varlen_inputs_unchanged(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """The packed forward (with and without gradients recorded) and backward leave q, k, v,
+    ``cu_seqlens_q``, ``cu_seqlens_k`` and the upstream gradient bit-identical, and the rest of the
+    memory they are views of too (the contract; :mod:`properties.side_effects`).
+
+    One ``cu_seqlens`` usually serves every layer of a model, so a kernel that turns it into lengths
+    in place (to save an allocation) is right once and wrong in every layer after.
+    """
+    require_varlen(kernel)
+    ctx = _common.context("check_varlen_inputs_unchanged", kernel, case)
+    x = case.make_qkv(device or default_device())
+    do = case.make_grad_out(x.q.device)
+    cu_q, cu_k = x.cu_seqlens_q.clone(), x.cu_seqlens_k.clone()  # to locate elements by sequence
+    where = {"q": (cu_q, ROWS), "do": (cu_q, ROWS), "k": (cu_k, KEYS), "v": (cu_k, KEYS)}
+
+    def compare(name, label, now, before, context):
+        if name not in where:  # cu_seqlens: entry b is where sequence b starts
+            em.assert_bit_equal(label, now, before, context=context, axes=("sequence",))
+            return
+        cu, axes = where[name]
+        em.assert_bit_equal(label, _pad(now, cu), _pad(before, cu), context=context, axes=axes)
+
+    snapshot = Snapshot({"q": x.q, "k": x.k, "v": x.v, "cu_seqlens_q": x.cu_seqlens_q,
+                         "cu_seqlens_k": x.cu_seqlens_k, "do": do}, compare)
+    _forward(kernel, x, case)
+    snapshot.assert_unchanged("the packed forward", ctx)
+    leaves = [t.detach().requires_grad_() for t in x[:3]]
+    o = require_varlen(kernel)(*leaves, *x[3:], case.is_causal, **case.features())
+    snapshot.assert_unchanged("the packed forward with gradients recorded", ctx)
+    torch.autograd.grad(o, leaves, do)
+    snapshot.assert_unchanged("the packed backward", ctx)
+
+
 def _sequences_to_change(case: VarlenCase) -> list[int]:
     """The first, a middle and the last sequence."""
     return sorted({0, case.batch // 2, case.batch - 1})
@@ -326,5 +361,6 @@ VARLEN_CHECKS = (
     check_varlen_gradients_match_oracle,
     check_varlen_no_leakage,
     check_varlen_matches_separate,
+    check_varlen_inputs_unchanged,
 )
 """Every check of packed variable-length batches, in the order reports list them."""
