@@ -121,8 +121,11 @@ def cmd_run(args) -> int:
         print(f"  replay: {_command('repro', case, r.name, args.kernel)}")
         print(f"  pin:    {_command('pin', case, r.name)}")
     total = sum(r.examples for r in results)
+    not_run = [r.name for r in results if r.verdict == "not run"]
+    unrun = (f"; {len(not_run)} not run, no example finished in its share of the budget "
+             f"({', '.join(not_run)})" if not_run else "")
     print(f"\n{'FAIL' if failed else 'PASS'}: {len(failed)} of {len(results)} checks failed, "
-          f"{total} examples in {time.monotonic() - start:.0f} s (kernel {args.kernel})")
+          f"{total} examples in {time.monotonic() - start:.0f} s (kernel {args.kernel}){unrun}")
     return 1 if failed else 0
 
 

@@ -75,10 +75,15 @@ class CheckResult:
 
     @property
     def verdict(self) -> str:
+        """``FAIL``, ``n/a`` (no example applied), ``not run`` (no example finished: the budget's
+        share ran out first, or every draw fell outside what the module declares, with no reason
+        recorded) or ``pass``. A check that ran nothing never reads as passing."""
         if self.failure is not None:
             return "FAIL"
         if self.passed == 0 and self.not_applicable:
             return "n/a"
+        if self.passed == 0:
+            return "not run"
         return "pass"
 
     def record(self, case: Case | VarlenCase, verdict: Verdict) -> None:
@@ -181,7 +186,7 @@ def fuzz_checks(
                                   features=features,
                                   shrink_budget=max(share, 60.0) if shrink_budget is None else shrink_budget,
                                   random_seed=seed, progress=progress)
-                if not spent and results[name].verdict == "pass":
+                if not spent and results[name].verdict in ("pass", "not run"):
                     finished_early.append(name)
             pending = finished_early
             round_no += 1

@@ -167,3 +167,14 @@ def test_report_with_workers(tmp_path):
         assert rows[name][0].startswith("pass (")
     assert "--workers 2" in run.stdout
     assert main(["report", "--workers", "0"]) == 2
+
+
+def test_a_check_that_ran_no_example_is_not_run_not_passed():
+    """``fuzz run`` printed ``pass`` for a check whose share of the budget ended before its first
+    example did (``check_window_extremes_exact``, ``tox -e fuzz``, 2026-12-01): nothing was checked."""
+    empty = CheckResult("check_single_key")
+    assert empty.verdict == "not run"
+    inapplicable = CheckResult("check_single_key", examples=2, not_applicable=2)
+    assert inapplicable.verdict == "n/a"
+    ran = CheckResult("check_single_key", examples=1, passed=1)
+    assert ran.verdict == "pass"
