@@ -73,6 +73,9 @@ class OracleGradients(NamedTuple):
     scores: float
     rounded: tuple[float | None, float | None, None]
     inherited: tuple[float, float, float]
+    outputs: tuple[torch.Tensor, torch.Tensor]
+    """The oracle's and the reference's forward output ``o`` (float64, same dtype), which the
+    gradients came through."""
 
 
 def oracle_gradients(q, k, v, do, is_causal: bool, **features) -> OracleGradients:
@@ -84,18 +87,18 @@ def oracle_gradients(q, k, v, do, is_causal: bool, **features) -> OracleGradient
     def grads(dtype, compute_dtype):
         leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in (q, k, v)]
         out = dense_attention(*leaves, is_causal, compute_dtype=compute_dtype, **features)[0]
-        return torch.autograd.grad(out, leaves, do.to(out.dtype))
+        return out.detach(), torch.autograd.grad(out, leaves, do.to(out.dtype))
 
-    want, ref = grads(torch.float64, torch.float64), grads(None, None)
+    (o64, want), (o_ref, ref) = grads(torch.float64, torch.float64), grads(None, None)
     scale = features.get("scale")
     with torch.no_grad():
-        p, o64 = probabilities(q, k, v, is_causal, **features)
+        p, _ = probabilities(q, k, v, is_causal, **features)
         sizes = em.gradient_terms(q, k, v, do, p, o64, scale=scale)
     magnitudes = em.gradient_magnitudes(q, k, v, do, want, scale=scale, probabilities=p, output=o64)
     # What dq and dk round: the terms of their products, at least the result stored itself.
     rounded = tuple(max(t, float(g.abs().max()) if g.numel() else 0.0) for t, g in zip(sizes.terms, want[:2]))
     return OracleGradients(want, ref, magnitudes, em.score_magnitude(q, k, scale=scale),
-                           (*rounded, None), (*sizes.inherited, 0.0))
+                           (*rounded, None), (*sizes.inherited, 0.0), (o64, o_ref))
 
 
 def probabilities(q, k, v, is_causal: bool, **features) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,14 +124,18 @@ def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[floa
 def assert_output_matches_oracle(o, q, k, v, is_causal: bool, context: str, **features) -> None:
     """``o`` (a kernel's, for these inputs) in q's dtype and on q's device, as the contract says
     (``properties/kernels.py``), and within the error model of the float64 oracle."""
-    if o.dtype != q.dtype or o.device != q.device:
-        raise AssertionError(f"output o: {context}: dtype {o.dtype} on {o.device}, expected q's, "
-                             f"{q.dtype} on {q.device} (bound: the contract's dtype and device)")
     with torch.no_grad():
         o64, _ = dense_attention(q, k, v, is_causal, **features)
         o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None, **features)
+    _assert_output(o, o64, o_ref, q, k, v, context, features.get("scale"))
+
+
+def _assert_output(o, o64, o_ref, q, k, v, context: str, scale) -> None:
+    if o.dtype != q.dtype or o.device != q.device:
+        raise AssertionError(f"output o: {context}: dtype {o.dtype} on {o.device}, expected q's, "
+                             f"{q.dtype} on {q.device} (bound: the contract's dtype and device)")
     em.assert_within_error_model(em.OUTPUT, o, o64, o_ref, dtype=q.dtype,
-                                 **em.output_scales(q, k, v, scale=features.get("scale")), context=context)
+                                 **em.output_scales(q, k, v, scale=scale), context=context)
 
 
 def assert_lse_matches_oracle(lse, q, k, v, is_causal: bool, context: str, **features) -> None:
@@ -145,10 +152,15 @@ def assert_lse_matches_oracle(lse, q, k, v, is_causal: bool, context: str, **fea
                                  axes=("row",))
 
 
-def assert_gradients_match_oracle(got, q, k, v, do, is_causal: bool, context: str, **features) -> None:
+def assert_gradients_match_oracle(got, q, k, v, do, is_causal: bool, context: str, o=None,
+                                  **features) -> None:
     """``got = (dq, dk, dv)`` (a kernel's, for upstream gradient ``do``) within the error model of
-    the oracle's."""
+    the oracle's; first, if given, the output ``o`` of the call they came from (against the oracle
+    forward the gradients came through: no forward is computed twice)."""
     oracle = oracle_gradients(q, k, v, do, is_causal, **features)
+    if o is not None:
+        _assert_output(o, *oracle.outputs, q, k, v, context + " (the output of the call with "
+                       "gradients recorded)", features.get("scale"))
     lengths = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
     for i, name in enumerate(("dq", "dk", "dv")):
         em.assert_within_error_model(

@@ -85,6 +85,15 @@ def _check_shapes(o: torch.Tensor, lse: torch.Tensor | None, q: torch.Tensor, co
                              f"{tuple(q.shape[:-1])} torch.float32 (bound: the contract's shape and dtype)")
 
 
+def _assert_output(o, o64, o_ref, x: VarlenInputs, case: VarlenCase, context: str) -> None:
+    """Packed ``o`` within the error model of the padded oracle's ``o64`` (reference ``o_ref``)."""
+    cu_q, nan = x.cu_seqlens_q, float("nan")
+    em.assert_within_error_model(
+        em.OUTPUT, _pad(o, cu_q, nan), _pad(o64, cu_q, nan), _pad(o_ref, cu_q, nan), dtype=x.q.dtype,
+        **_scales(x, case), context=context, axes=ROWS,
+    )
+
+
 def _blind(case: VarlenCase, device) -> tuple[torch.Tensor, torch.Tensor]:
     """``[total_q]`` bool, the rows that see no key (a window or bottom-right alignment leaves some
     with none), and ``[total_k]`` bool, the keys that no query sees (every key of a sequence without
@@ -128,12 +137,9 @@ def check_varlen_matches_oracle(kernel: ModuleType, case: VarlenCase, device=Non
         _, lse_ref = dense_attention_varlen(*x[:5], case.is_causal,
                                             compute_dtype=em.lse_reference_dtype(x.q.dtype), **f)
     _check_shapes(o, lse, x.q, ctx)
+    _assert_output(o, o64, o_ref, x, case, ctx)
     cu_q = x.cu_seqlens_q
     nan = float("nan")
-    em.assert_within_error_model(
-        em.OUTPUT, _pad(o, cu_q, nan), _pad(o64, cu_q, nan), _pad(o_ref, cu_q, nan), dtype=x.q.dtype,
-        **_scales(x, case), context=ctx, axes=ROWS,
-    )
     blind_rows, _ = _blind(case, o.device)
     if bool(blind_rows.any()):
         _assert_zero_at("o is 0 at rows that see no key", o, blind_rows, cu_q, ctx, ROWS)
@@ -175,11 +181,8 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     # require grad, and the contract promises the same attention either way.
     out_ctx = ctx + " (the output of the call with gradients recorded)"
     _check_shapes(o, None, x.q, out_ctx)
+    _assert_output(o, o64, o_ref, x, case, out_ctx)
     nan = float("nan")
-    em.assert_within_error_model(
-        em.OUTPUT, _pad(o, cu[0], nan), _pad(o64, cu[0], nan), _pad(o_ref, cu[0], nan),
-        dtype=x.q.dtype, **_scales(x, case), context=out_ctx, axes=ROWS,
-    )
     magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
     scores = _scales(x, case)["scores"]
     terms = em.sum_lengths(max(case.seqlens_q), max(case.seqlens_k), x.q.shape[1] // x.k.shape[1])
