@@ -61,11 +61,10 @@ def _after(t: torch.Tensor, byte: int) -> str:
     offsets = torch.full((), t.storage_offset(), dtype=torch.int64)
     for size, stride in zip(t.shape, t.stride()):
         offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
-    before = (offsets.reshape(-1) * t.element_size() <= byte).nonzero()
-    if before.numel() == 0:
+    starts = offsets.reshape(-1) * t.element_size()
+    if not bool((starts <= byte).any()):
         return "before its first element"
-    flat = int(offsets.reshape(-1)[before.reshape(-1)].argmax())
-    flat = int(before.reshape(-1)[flat])
+    flat = int(torch.where(starts <= byte, starts, -1).argmax())  # the last element starting at or before it
     return "just after its element at " + em._index(flat, tuple(t.shape), ("row", "col"))
 
 

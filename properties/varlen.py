@@ -217,14 +217,16 @@ def check_varlen_inputs_unchanged(kernel: ModuleType, case: VarlenCase, device=N
     ctx = _common.context("check_varlen_inputs_unchanged", kernel, case)
     x = case.make_qkv(device or default_device())
     do = case.make_grad_out(x.q.device)
-    cu_q, cu_k = x.cu_seqlens_q.clone(), x.cu_seqlens_k.clone()  # to locate elements by sequence
-    where = {"q": (cu_q, ROWS), "do": (cu_q, ROWS), "k": (cu_k, KEYS), "v": (cu_k, KEYS)}
+    # Packed rows are located by sequence with the offsets as they were before the call.
+    where = {"q": ("cu_seqlens_q", ROWS), "do": ("cu_seqlens_q", ROWS),
+             "k": ("cu_seqlens_k", KEYS), "v": ("cu_seqlens_k", KEYS)}
 
     def compare(name, label, now, before, context):
         if name not in where:  # cu_seqlens: entry b is where sequence b starts
             em.assert_bit_equal(label, now, before, context=context, axes=("sequence",))
             return
-        cu, axes = where[name]
+        offsets, axes = where[name]
+        cu = snapshot.views[offsets]
         em.assert_bit_equal(label, _pad(now, cu), _pad(before, cu), context=context, axes=axes)
 
     snapshot = Snapshot({"q": x.q, "k": x.k, "v": x.v, "cu_seqlens_q": x.cu_seqlens_q,
