@@ -22,7 +22,7 @@ from properties.features import (
     check_softcap,
     check_window_extremes_exact,
 )
-from properties.gradients import check_gradcheck_float64
+from properties.gradients import check_gradcheck_float64, check_gradients_with_frozen_inputs
 from properties.kernels import NotApplicable, load_kernel
 from properties.oracle_agreement import (
     check_gradients_match_oracle,
@@ -67,6 +67,7 @@ INVARIANT_CHECKS = (
     check_deterministic,
     check_large_logits_stable,
     check_gradcheck_float64,
+    check_gradients_with_frozen_inputs,
     check_inputs_unchanged,
 )
 """Every check of a property that holds for any correct kernel, with or without a reference."""

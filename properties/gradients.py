@@ -1,9 +1,11 @@
-"""Gradients by finite differences: ``torch.autograd.gradcheck`` in float64.
+"""Gradients beyond the oracle comparison of all three at once.
 
-Agreement with the oracle's autograd is :func:`properties.oracle_agreement.check_gradients_match_oracle`;
-this check needs no oracle at all, only the kernel's own forward: its backward must be the
-derivative of its forward. It needs float64 (finite differences in lower precision are noise), so a
-kernel that rejects float64 inputs (``TypeError``/``ValueError``) is :class:`NotApplicable`.
+Agreement with the oracle's autograd is :func:`properties.oracle_agreement.check_gradients_match_oracle`.
+:func:`check_gradcheck_float64` needs no oracle at all, only the kernel's own forward: its backward
+must be the derivative of its forward. It needs float64 (finite differences in lower precision are
+noise), so a kernel that rejects float64 inputs (``TypeError``/``ValueError``) is
+:class:`NotApplicable`. :func:`check_gradients_with_frozen_inputs` asks for the gradients of only
+some inputs, as autograd does when the others are frozen.
 """
 
 from __future__ import annotations
@@ -86,3 +88,40 @@ def check_gradcheck_float64(kernel: ModuleType, case: Case, device=None) -> None
             f"gradcheck in float64: {ctx}: {first}; worst at {_worst_jacobian_entry(fn, (q, k, v))}; "
             f"bound = gradcheck's atol {ATOL:g} + rtol {RTOL:g} x |finite difference| (eps {EPS:g})"
         ) from None
+
+
+FROZEN = ((0,), (1,), (2,), (1, 2))
+"""The inputs that require grad, by position in (q, k, v), in each call of
+:func:`check_gradients_with_frozen_inputs`: each alone, then k and v (a frozen query)."""
+
+
+@gated
+def check_gradients_with_frozen_inputs(kernel: ModuleType, case: Case, device=None) -> None:
+    """With only some of q, k, v requiring grad (q alone: keys and values from a frozen encoder or
+    a cache; k and v without q; each alone), the gradient of each input that requires grad is within
+    the error model of the oracle's, as when all three do (the contract: differentiable in q, k, v,
+    in any of them alone). Autograd then tells the backward which gradients it needs
+    (``ctx.needs_input_grad``), and a kernel that skips the work of the others may skip or take a
+    different path for part of what it does return; with all three requiring grad, as in
+    :func:`~properties.oracle_agreement.check_gradients_match_oracle`, nothing is skipped."""
+    q, k, v = case.make_qkv(device or default_device())
+    do = case.make_grad_out(q.device)
+    f = case.features()
+    oracle = _common.oracle_gradients(q, k, v, do, case.is_causal, **f)
+    for wanted in FROZEN:
+        names = " and ".join("qkv"[i] for i in wanted)
+        context = (_common.context("check_gradients_with_frozen_inputs", kernel, case)
+                   + f" (only {names} requiring grad)")
+        leaves = [t.detach().requires_grad_(i in wanted) for i, t in enumerate((q, k, v))]
+        try:
+            o = kernel.attention(*leaves, case.is_causal, **f)
+            asked = torch.autograd.grad(o, [leaves[i] for i in wanted], do)
+        except Exception as exc:  # noqa: BLE001 - valid inputs: a crash of this call is the finding
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise AssertionError(f"{context}: the call or its backward raised {type(exc).__name__}: "
+                                 f"{first}") from exc
+        got = [None, None, None]
+        for i, g in zip(wanted, asked):
+            got[i] = g
+        _common.assert_gradients_match_oracle(got, q, k, v, do, case.is_causal, context,
+                                              oracle=oracle, **f)

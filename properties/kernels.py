@@ -6,8 +6,10 @@ A *kernel module* is any importable module with::
     attention(q, k, v, is_causal=False, *, scale=None, window=None, softcap=None,
               causal_alignment="top_left") -> o
 
-differentiable in q, k, v, and, optionally, ``attention_with_lse(...same arguments...) -> (o, lse)``
-with ``lse`` float32 of shape ``q.shape[:-1]``. ``attention_with_lse`` may be forward-only (its ``o``
+differentiable in q, k, v, and in any of them alone: the gradient of an input that requires grad
+is right whichever of the others do (``check_gradients_with_frozen_inputs``). Optionally,
+``attention_with_lse(...same arguments...) -> (o, lse)`` with ``lse`` float32 of shape
+``q.shape[:-1]``. ``attention_with_lse`` may be forward-only (its ``o``
 need not carry a ``grad_fn``): gradients are always taken through ``attention``.
 
 The keyword arguments are the *features*; a module declares those it takes in ``FEATURES``, and a

@@ -326,4 +326,18 @@ CATALOGUE: tuple[Mutant, ...] = (
            "diag = diagonal(N_Q, N_K, BOTTOM_RIGHT)",
            "packed input: the bottom-right diagonal from the longest lengths, not the sequence's; varlen, "
            "bottom-right, sequences of different n_k - n_q"),
+    # -- the slice-offset table's cache (a sixth-session round: caches keyed on too little) --
+    Mutant("offsets_cached_by_sizes", F,
+           "return _slice_offsets(tuple(t.shape[:-2]), tuple(t.stride()[:-2]), t.device, group)",
+           "return _slice_offsets(tuple(t.shape[:-2]), slice_offsets.__dict__.setdefault("
+           "(tuple(t.shape[:-2]), group), tuple(t.stride()[:-2])), t.device, group)",
+           "slice-offset table cached by the leading sizes only: a later layout of the same shape (a "
+           "transposed batch, a broadcast or sliced dim) reads the first layout's slices; two layouts of "
+           "one shape in one process"),
+    Mutant("offsets_cached_without_group", F,
+           "return _slice_offsets(tuple(t.shape[:-2]), tuple(t.stride()[:-2]), t.device, group)",
+           "return slice_offsets.__dict__.setdefault((tuple(t.shape[:-2]), tuple(t.stride()[:-2])), "
+           "_slice_offsets(tuple(t.shape[:-2]), tuple(t.stride()[:-2]), t.device, group))",
+           "slice-offset table cached without the group: a kv tensor's table by query head and by kv head "
+           "are confused; GQA (the backward uses both for one k)"),
 )
