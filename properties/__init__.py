@@ -13,7 +13,7 @@ from properties.causality import (
     check_causal_gradients_ignore_future,
     check_window_hides_keys,
 )
-from properties.determinism import check_deterministic
+from properties.determinism import check_backward_repeatable, check_deterministic
 from properties.features import (
     check_bottom_right_square_exact,
     check_empty_rows,
@@ -65,6 +65,7 @@ INVARIANT_CHECKS = (
     check_single_key,
     check_identical_keys,
     check_deterministic,
+    check_backward_repeatable,
     check_large_logits_stable,
     check_gradcheck_float64,
     check_gradients_with_frozen_inputs,

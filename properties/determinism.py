@@ -2,7 +2,8 @@
 
 A kernel that splits a reduction across programs and combines the parts with atomics, or reads
 memory another program is still writing (a race), returns different bits from run to run; the
-error model cannot see that, because each run is accurate on its own.
+error model cannot see that, because each run is accurate on its own. And the backward of one
+forward may run more than once (:func:`check_backward_repeatable`).
 """
 
 from __future__ import annotations
@@ -45,3 +46,39 @@ def check_deterministic(kernel: ModuleType, case: Case, device=None) -> None:
             if want is not None:
                 em.assert_bit_equal(f"determinism of {name} (call {run + 1} vs call 1)", again[name],
                                     want, context=ctx, axes=("row",) if name == "lse" else ("row", "col"))
+
+
+@gated
+def check_backward_repeatable(kernel: ModuleType, case: Case, device=None) -> None:
+    """The backward of one forward, run twice (``retain_graph=True``: a second loss on the same
+    activations, a gradient penalty), gives the same gradients bit for bit (the contract). A backward
+    that changes what its forward saved (the lse turned to base 2 in place, a dq buffer kept from
+    the forward and accumulated into) gets the second one wrong, and one backward per forward, as
+    every other check runs it, never shows that. On a difference, two fresh calls tell a kernel
+    that is not deterministic (:func:`check_deterministic`) from one whose second backward differs."""
+    device = torch.device(device or default_device())
+    ctx = _common.context("check_backward_repeatable", kernel, case)
+    q, k, v = case.make_qkv(device)
+    do = case.make_grad_out(device)
+    f = case.features()
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    o = kernel.attention(*leaves, case.is_causal, **f)
+    first = torch.autograd.grad(o, leaves, do, retain_graph=True)
+    try:
+        second = torch.autograd.grad(o, leaves, do)
+    except Exception as exc:  # noqa: BLE001 - valid use: a crash of the second backward is the finding
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise AssertionError(f"{ctx}: the second backward of one forward raised {type(exc).__name__}: "
+                             f"{first_line}") from exc
+    try:
+        for name, got, want in zip(("dq", "dk", "dv"), second, first):
+            em.assert_bit_equal(f"{name} of the second backward of one forward vs the first", got, want,
+                                context=ctx)
+    except AssertionError as error:
+        fresh = [_run(kernel, q, k, v, do, case.is_causal, f) for _ in range(2)]
+        unstable = [name for name in ("dq", "dk", "dv") if not torch.equal(fresh[0][name], fresh[1][name])]
+        why = (f"; two fresh calls differ too (in {', '.join(unstable)}): the kernel is not deterministic "
+               "on this case (check_deterministic)" if unstable else
+               "; two fresh calls (a forward and one backward each) give the same bits: only the second "
+               "backward of one forward differs")
+        raise AssertionError(f"{error}{why}") from None

@@ -48,10 +48,11 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   memory they are views of (the gaps between the rows of a strided tensor)
   (``check_inputs_unchanged``, on dense calls).
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
-  gradients (``check_deterministic``). Every bit-for-bit promise here compares two calls, so it
-  rests on this one too; a check that finds two calls differ says whether the same call repeated
-  differs as well. (cuDNN's SDPA backward is not deterministic, and PyTorch says so: it fails here,
-  ``docs/findings.md``.)
+  gradients (``check_deterministic``); and the backward of one forward may run more than once
+  (``retain_graph=True``), each time with the same gradients (``check_backward_repeatable``).
+  Every bit-for-bit promise here compares two calls, so it rests on this one too; a check that
+  finds two calls differ says whether the same call repeated differs as well. (cuDNN's SDPA
+  backward is not deterministic, and PyTorch says so: it fails here, ``docs/findings.md``.)
 
 Optional declared limits make a documented limit "n/a" with the reason, not a failure:
 ``SUPPORTED_DTYPES`` (torch dtypes; default: any), ``MIN_HEAD_DIM`` and ``MAX_HEAD_DIM`` (default:

@@ -68,7 +68,12 @@ BROKEN = {
         "check_gradients_match_oracle", "check_gradients_with_frozen_inputs",
         "check_lse_normalizes_rows", "check_key_value_permutation", "check_single_key",
         "check_large_logits_stable"}),
-    "check_deterministic": ("nondeterministic_backward", {"check_deterministic"}),
+    "check_deterministic": ("nondeterministic_backward", {
+        "check_deterministic", "check_backward_repeatable"}),  # two backwards of one forward differ too
+    # gradcheck runs several backwards of one forward too, but only on a module that takes float64
+    # (flash does not): for one that does not, this check is the only one that sees it.
+    "check_backward_repeatable": ("lse_base2_in_place", {
+        "check_backward_repeatable", "check_gradcheck_float64"}),
     "check_large_logits_stable": ("no_max_subtraction", {"check_large_logits_stable"}),
     "check_gradcheck_float64": ("dq_unscaled", {
         "check_gradcheck_float64", "check_gradients_match_oracle", "check_gradients_with_frozen_inputs"}),
