@@ -26,6 +26,7 @@ import torch
 from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_mask
 from properties import _common
 from properties import error_model as em
+from properties.gradients import FROZEN
 from properties.kernels import default_device, gated, require_varlen
 from properties.side_effects import Snapshot
 from properties.varlen_case import VarlenCase, VarlenInputs
@@ -165,23 +166,37 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     ctx = _common.context("check_varlen_gradients_match_oracle", kernel, case)
     x = case.make_qkv(device or default_device())
     do = case.make_grad_out(x.q.device)
-    cu = x[3:5]
-
-    def grads(fn, dtype):
-        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in x[:3]]
-        out = fn(*leaves)
-        return out.detach(), torch.autograd.grad(out, leaves, do.to(out.dtype))
-
     f = case.features()
-    o, got = grads(lambda q, k, v: attention_varlen(q, k, v, *x[3:], case.is_causal, **f), None)
-    o64, want = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, **f)[0], torch.float64)
-    o_ref, ref = grads(lambda *a: dense_attention_varlen(*a, *cu, case.is_causal, compute_dtype=None,
-                                                         **f)[0], None)
+    leaves = [t.detach().requires_grad_() for t in x[:3]]
+    o = attention_varlen(*leaves, *x[3:], case.is_causal, **f)
+    got = torch.autograd.grad(o, leaves, do)
+    oracle = _oracle_gradients(x, do, case)
     # The output of the call autograd recorded, too: a kernel may take another path when its inputs
     # require grad, and the contract promises the same attention either way.
     out_ctx = ctx + " (the output of the call with gradients recorded)"
-    _check_shapes(o, None, x.q, out_ctx)
-    _assert_output(o, o64, o_ref, x, case, out_ctx)
+    _check_shapes(o.detach(), None, x.q, out_ctx)
+    _assert_output(o.detach(), oracle[0], oracle[2], x, case, out_ctx)
+    _assert_gradients(got, oracle, x, do, case, ctx)
+
+
+def _oracle_gradients(x: VarlenInputs, do: torch.Tensor, case: VarlenCase):
+    """``(o64, (dq, dk, dv) float64, o_ref, (dq, dk, dv) in the inputs' dtype)`` of the padded oracle
+    and its same-dtype reference, for upstream gradient ``do``."""
+    cu, f = x[3:5], case.features()
+
+    def grads(compute_dtype, dtype):
+        leaves = [t.detach().to(dtype or t.dtype).requires_grad_() for t in x[:3]]
+        out = dense_attention_varlen(*leaves, *cu, case.is_causal, compute_dtype=compute_dtype, **f)[0]
+        return out.detach(), torch.autograd.grad(out, leaves, do.to(out.dtype))
+
+    return (*grads(torch.float64, torch.float64), *grads(None, None))
+
+
+def _assert_gradients(got, oracle, x: VarlenInputs, do: torch.Tensor, case: VarlenCase, ctx: str) -> None:
+    """Packed ``got = (dq, dk, dv)`` (``None`` for one not asked for) within the error model of the
+    oracle's (:func:`_oracle_gradients`), and exactly 0 where no term reaches them."""
+    _, want, _, ref = oracle
+    cu = x[3:5]
     nan = float("nan")
     magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
     scores = _scales(x, case)["scores"]
@@ -189,6 +204,8 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     for name, g, g64, g_ref, magnitude, c, axes, n in zip(
         ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS), terms
     ):
+        if g is None:
+            continue
         if g.shape != g64.shape:
             raise AssertionError(f"gradient {name}: {ctx}: shape {tuple(g.shape)}, expected "
                                  f"{tuple(g64.shape)}")
@@ -199,9 +216,70 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
         )
     blind_rows, unseen = _blind(case, x.q.device)
     for name, g in (("dk", got[1]), ("dv", got[2])):
-        _assert_zero_at(f"{name} is 0 at keys no query sees", g, unseen, cu[1], ctx, KEYS)
-    if bool(blind_rows.any()):
+        if g is not None:
+            _assert_zero_at(f"{name} is 0 at keys no query sees", g, unseen, cu[1], ctx, KEYS)
+    if got[0] is not None and bool(blind_rows.any()):
         _assert_zero_at("dq is 0 at rows that see no key", got[0], blind_rows, cu[0], ctx, ROWS)
+
+
+@gated
+def check_varlen_gradients_with_frozen_inputs(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """As :func:`properties.gradients.check_gradients_with_frozen_inputs`, for the packed call: with
+    only q, only k, only v, then only k and v requiring grad, each gradient asked for is within the
+    error model of the padded oracle's (and 0 where no term reaches it)."""
+    attention_varlen = require_varlen(kernel)
+    x = case.make_qkv(device or default_device())
+    do = case.make_grad_out(x.q.device)
+    f = case.features()
+    oracle = _oracle_gradients(x, do, case)
+    for wanted in FROZEN:
+        names = " and ".join("qkv"[i] for i in wanted)
+        ctx = (_common.context("check_varlen_gradients_with_frozen_inputs", kernel, case)
+               + f" (only {names} requiring grad)")
+        leaves = [t.detach().requires_grad_(i in wanted) for i, t in enumerate(x[:3])]
+        try:
+            o = attention_varlen(*leaves, *x[3:], case.is_causal, **f)
+            asked = torch.autograd.grad(o, [leaves[i] for i in wanted], do)
+        except Exception as exc:  # noqa: BLE001 - valid inputs: a crash of this call is the finding
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise AssertionError(f"{ctx}: the call or its backward raised {type(exc).__name__}: "
+                                 f"{first}") from exc
+        got = [None, None, None]
+        for i, g in zip(wanted, asked):
+            got[i] = g
+        _assert_gradients(got, oracle, x, do, case, ctx)
+
+
+@gated
+def check_varlen_backward_repeatable(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """As :func:`properties.determinism.check_backward_repeatable`, for the packed call: the backward
+    of one packed forward, run twice (``retain_graph=True``), gives the same ``dq, dk, dv``."""
+    attention_varlen = require_varlen(kernel)
+    ctx = _common.context("check_varlen_backward_repeatable", kernel, case)
+    x = case.make_qkv(device or default_device())
+    do = case.make_grad_out(x.q.device)
+    leaves = [t.detach().requires_grad_() for t in x[:3]]
+    o = attention_varlen(*leaves, *x[3:], case.is_causal, **case.features())
+    first = torch.autograd.grad(o, leaves, do, retain_graph=True)
+    try:
+        second = torch.autograd.grad(o, leaves, do)
+    except Exception as exc:  # noqa: BLE001 - valid use: a crash of the second backward is the finding
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise AssertionError(f"{ctx}: the second backward of one packed forward raised "
+                             f"{type(exc).__name__}: {first_line}") from exc
+    try:
+        for name, got, want, c, axes in zip(("dq", "dk", "dv"), second, first, (x[3], x[4], x[4]),
+                                            (ROWS, KEYS, KEYS)):
+            em.assert_bit_equal(f"{name} of the second backward of one packed forward vs the first",
+                                _pad(got, c), _pad(want, c), context=ctx, axes=axes)
+    except AssertionError as error:
+        fresh = [_run(kernel, x, do, case) for _ in range(2)]
+        unstable = [name for name in ("dq", "dk", "dv") if not torch.equal(fresh[0][name], fresh[1][name])]
+        why = (f"; two fresh calls differ too (in {', '.join(unstable)}): the kernel is not deterministic "
+               "on this case" if unstable else
+               "; two fresh calls (a forward and one backward each) give the same bits: only the second "
+               "backward of one forward differs")
+        raise AssertionError(f"{error}{why}") from None
 
 
 @gated
@@ -367,5 +445,7 @@ VARLEN_CHECKS = (
     check_varlen_no_leakage,
     check_varlen_matches_separate,
     check_varlen_inputs_unchanged,
+    check_varlen_gradients_with_frozen_inputs,
+    check_varlen_backward_repeatable,
 )
 """Every check of packed variable-length batches, in the order reports list them."""

@@ -1,0 +1,55 @@
+"""Varlen kernel module with one bug: the packed backward turns the saved lse into base 2 in place,
+so it changes what the forward saved.
+
+The packed twin of ``lse_base2_in_place``: one backward per forward is right; a second backward of
+the same packed forward (``retain_graph=True``) converts again and recomputes the probabilities
+from an lse ``log2 e`` times too large. Smallest input that shows it: any packed batch, two
+backwards of one forward.
+"""
+
+import math
+
+import torch
+
+from tests.broken import _float32, _varlen
+from tests.broken._varlen import attention, attention_with_lse, heads_first, spans
+
+__all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
+
+LOG2E = 1 / math.log(2)
+
+
+class _Varlen(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal):
+        o, lse = _varlen.attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, 0, 0, is_causal)
+        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+        ctx.is_causal = is_causal
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+        # The bug: in place, on the saved tensor, through .data (as a Triton kernel writing into the
+        # saved buffer would be: invisible to autograd's version counter). Base 2 from here on.
+        lse2 = lse.data.mul_(LOG2E)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for rows_q, rows_k in spans(cu_seqlens_q, cu_seqlens_k):
+            if rows_q.start == rows_q.stop:
+                continue
+            grads = _float32.backward(*(heads_first(t[r]) for t, r in (
+                (q, rows_q), (k, rows_k), (v, rows_k), (o, rows_q), (lse2 / LOG2E, rows_q), (do, rows_q))),
+                ctx.is_causal)
+            dq[rows_q], dk[rows_k], dv[rows_k] = (heads_first(g) for g in grads)
+        return dq, dk, dv, None, None, None
+
+
+def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              is_causal=False):
+    return _Varlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False):
+    return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                     is_causal)[0]
