@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import NamedTuple
 
@@ -16,6 +18,55 @@ from properties.kernels import kernel_name, require_case
 def context(check: str, kernel: ModuleType, case: Case) -> str:
     """The start of every message: which check, which kernel, which case (a replayable line)."""
     return f"{check} failed for kernel {kernel_name(kernel)} on {case}"
+
+
+@contextlib.contextmanager
+def crash_is_failure(context: str, what: str) -> Iterator[None]:
+    """Around a kernel call on valid inputs: an exception there is the check's finding, raised as an
+    ``AssertionError`` that names the check's context and ``what`` raised (its first line)."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - any exception of the kernel here is the failure
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise AssertionError(f"{context}: {what} raised {type(exc).__name__}: {first}") from exc
+
+
+def gradients_with(call: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor], wanted: tuple[int, ...],
+                   do: torch.Tensor, context: str) -> list[torch.Tensor | None]:
+    """``[dq, dk, dv]`` of ``call(q, k, v)`` for upstream ``do`` with only the inputs at the positions
+    ``wanted`` requiring grad (``None`` for the others); a crash is the failure."""
+    leaves = [t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs)]
+    with crash_is_failure(context, "the call or its backward"):
+        asked = torch.autograd.grad(call(*leaves), [leaves[i] for i in wanted], do)
+    got: list[torch.Tensor | None] = [None, None, None]
+    for i, g in zip(wanted, asked):
+        got[i] = g
+    return got
+
+
+def two_backwards(call: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor], do: torch.Tensor,
+                  context: str) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """The gradients of two backwards of one forward ``call(q, k, v)`` (``retain_graph=True``); a
+    crash of the second is the failure."""
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    o = call(*leaves)
+    first = torch.autograd.grad(o, leaves, do, retain_graph=True)
+    with crash_is_failure(context, "the second backward of one forward"):
+        second = torch.autograd.grad(o, leaves, do)
+    return first, second
+
+
+def fresh_calls_say(run: Callable[[], dict]) -> str:
+    """What two fresh calls (``run()``: a forward and one backward, giving ``dq, dk, dv``) say of a
+    second backward that differed from the first: the kernel is not deterministic, or only the
+    second backward of one forward differs."""
+    fresh = [run() for _ in range(2)]
+    unstable = [name for name in ("dq", "dk", "dv") if not torch.equal(fresh[0][name], fresh[1][name])]
+    if unstable:
+        return (f"; two fresh calls differ too (in {', '.join(unstable)}): the kernel is not deterministic "
+                "on this case (check_deterministic)")
+    return ("; two fresh calls (a forward and one backward each) give the same bits: only the second "
+            "backward of one forward differs")
 
 
 def place(t: torch.Tensor, case: Case, device, name: str) -> torch.Tensor:

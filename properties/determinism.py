@@ -61,24 +61,12 @@ def check_backward_repeatable(kernel: ModuleType, case: Case, device=None) -> No
     q, k, v = case.make_qkv(device)
     do = case.make_grad_out(device)
     f = case.features()
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    o = kernel.attention(*leaves, case.is_causal, **f)
-    first = torch.autograd.grad(o, leaves, do, retain_graph=True)
-    try:
-        second = torch.autograd.grad(o, leaves, do)
-    except Exception as exc:  # noqa: BLE001 - valid use: a crash of the second backward is the finding
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise AssertionError(f"{ctx}: the second backward of one forward raised {type(exc).__name__}: "
-                             f"{first_line}") from exc
+    first, second = _common.two_backwards(lambda *a: kernel.attention(*a, case.is_causal, **f),
+                                          (q, k, v), do, ctx)
     try:
         for name, got, want in zip(("dq", "dk", "dv"), second, first):
             em.assert_bit_equal(f"{name} of the second backward of one forward vs the first", got, want,
                                 context=ctx)
     except AssertionError as error:
-        fresh = [_run(kernel, q, k, v, do, case.is_causal, f) for _ in range(2)]
-        unstable = [name for name in ("dq", "dk", "dv") if not torch.equal(fresh[0][name], fresh[1][name])]
-        why = (f"; two fresh calls differ too (in {', '.join(unstable)}): the kernel is not deterministic "
-               "on this case (check_deterministic)" if unstable else
-               "; two fresh calls (a forward and one backward each) give the same bits: only the second "
-               "backward of one forward differs")
+        why = _common.fresh_calls_say(lambda: _run(kernel, q, k, v, do, case.is_causal, f))
         raise AssertionError(f"{error}{why}") from None

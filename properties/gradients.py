@@ -112,16 +112,7 @@ def check_gradients_with_frozen_inputs(kernel: ModuleType, case: Case, device=No
         names = " and ".join("qkv"[i] for i in wanted)
         context = (_common.context("check_gradients_with_frozen_inputs", kernel, case)
                    + f" (only {names} requiring grad)")
-        leaves = [t.detach().requires_grad_(i in wanted) for i, t in enumerate((q, k, v))]
-        try:
-            o = kernel.attention(*leaves, case.is_causal, **f)
-            asked = torch.autograd.grad(o, [leaves[i] for i in wanted], do)
-        except Exception as exc:  # noqa: BLE001 - valid inputs: a crash of this call is the finding
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise AssertionError(f"{context}: the call or its backward raised {type(exc).__name__}: "
-                                 f"{first}") from exc
-        got = [None, None, None]
-        for i, g in zip(wanted, asked):
-            got[i] = g
+        got = _common.gradients_with(lambda *a: kernel.attention(*a, case.is_causal, **f), (q, k, v),
+                                     wanted, do, context)
         _common.assert_gradients_match_oracle(got, q, k, v, do, case.is_causal, context,
                                               oracle=oracle, **f)

@@ -236,17 +236,8 @@ def check_varlen_gradients_with_frozen_inputs(kernel: ModuleType, case: VarlenCa
         names = " and ".join("qkv"[i] for i in wanted)
         ctx = (_common.context("check_varlen_gradients_with_frozen_inputs", kernel, case)
                + f" (only {names} requiring grad)")
-        leaves = [t.detach().requires_grad_(i in wanted) for i, t in enumerate(x[:3])]
-        try:
-            o = attention_varlen(*leaves, *x[3:], case.is_causal, **f)
-            asked = torch.autograd.grad(o, [leaves[i] for i in wanted], do)
-        except Exception as exc:  # noqa: BLE001 - valid inputs: a crash of this call is the finding
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise AssertionError(f"{ctx}: the call or its backward raised {type(exc).__name__}: "
-                                 f"{first}") from exc
-        got = [None, None, None]
-        for i, g in zip(wanted, asked):
-            got[i] = g
+        got = _common.gradients_with(lambda *a: attention_varlen(*a, *x[3:], case.is_causal, **f), x[:3],
+                                     wanted, do, ctx)
         _assert_gradients(got, oracle, x, do, case, ctx)
 
 
@@ -258,28 +249,16 @@ def check_varlen_backward_repeatable(kernel: ModuleType, case: VarlenCase, devic
     ctx = _common.context("check_varlen_backward_repeatable", kernel, case)
     x = case.make_qkv(device or default_device())
     do = case.make_grad_out(x.q.device)
-    leaves = [t.detach().requires_grad_() for t in x[:3]]
-    o = attention_varlen(*leaves, *x[3:], case.is_causal, **case.features())
-    first = torch.autograd.grad(o, leaves, do, retain_graph=True)
-    try:
-        second = torch.autograd.grad(o, leaves, do)
-    except Exception as exc:  # noqa: BLE001 - valid use: a crash of the second backward is the finding
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise AssertionError(f"{ctx}: the second backward of one packed forward raised "
-                             f"{type(exc).__name__}: {first_line}") from exc
+    f = case.features()
+    first, second = _common.two_backwards(lambda *a: attention_varlen(*a, *x[3:], case.is_causal, **f),
+                                          x[:3], do, ctx)
     try:
         for name, got, want, c, axes in zip(("dq", "dk", "dv"), second, first, (x[3], x[4], x[4]),
                                             (ROWS, KEYS, KEYS)):
             em.assert_bit_equal(f"{name} of the second backward of one packed forward vs the first",
                                 _pad(got, c), _pad(want, c), context=ctx, axes=axes)
     except AssertionError as error:
-        fresh = [_run(kernel, x, do, case) for _ in range(2)]
-        unstable = [name for name in ("dq", "dk", "dv") if not torch.equal(fresh[0][name], fresh[1][name])]
-        why = (f"; two fresh calls differ too (in {', '.join(unstable)}): the kernel is not deterministic "
-               "on this case" if unstable else
-               "; two fresh calls (a forward and one backward each) give the same bits: only the second "
-               "backward of one forward differs")
-        raise AssertionError(f"{error}{why}") from None
+        raise AssertionError(f"{error}{_common.fresh_calls_say(lambda: _run(kernel, x, do, case))}") from None
 
 
 @gated

@@ -48,3 +48,16 @@ def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False):
     return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                      is_causal)[0]
+
+
+def backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, is_causal):
+    """Packed ``dq, dk, dv`` from the saved lse, each sequence by :func:`tests.broken._float32.backward`
+    (0 for the keys of a sequence without queries)."""
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for rows_q, rows_k in spans(cu_seqlens_q, cu_seqlens_k):
+        if rows_q.start == rows_q.stop:
+            continue
+        grads = _float32.backward(*(heads_first(t[r]) for t, r in (
+            (q, rows_q), (k, rows_k), (v, rows_k), (o, rows_q), (lse, rows_q), (do, rows_q))), is_causal)
+        dq[rows_q], dk[rows_k], dv[rows_k] = (heads_first(g) for g in grads)
+    return dq, dk, dv

@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from tests.broken import _float32, _varlen
-from tests.broken._varlen import attention, attention_with_lse, heads_first, spans
+from tests.broken import _varlen
+from tests.broken._varlen import attention, attention_with_lse
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
 
@@ -29,14 +29,7 @@ class _Varlen(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, _dlse):
         q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for rows_q, rows_k in spans(cu_seqlens_q, cu_seqlens_k):
-            if rows_q.start == rows_q.stop:
-                continue
-            grads = _float32.backward(*(heads_first(t[r]) for t, r in (
-                (q, rows_q), (k, rows_k), (v, rows_k), (o, rows_q), (lse, rows_q), (do, rows_q))),
-                ctx.is_causal)
-            dq[rows_q], dk[rows_k], dv[rows_k] = (heads_first(g) for g in grads)
+        dq, dk, dv = _varlen.backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, ctx.is_causal)
         if not (ctx.needs_input_grad[1] or ctx.needs_input_grad[2]):
             return dq * math.sqrt(q.shape[-1]), None, None, None, None, None  # the bug: dq-only path
         return dq, dk, dv, None, None, None

@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from tests.broken import _float32, _varlen
-from tests.broken._varlen import attention, attention_with_lse, heads_first, spans
+from tests.broken import _varlen
+from tests.broken._varlen import attention, attention_with_lse
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
 
@@ -32,17 +32,11 @@ class _Varlen(torch.autograd.Function):
     def backward(ctx, do, _dlse):
         q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
         # The bug: in place, on the saved tensor, through .data (as a Triton kernel writing into the
-        # saved buffer would be: invisible to autograd's version counter). Base 2 from here on.
+        # saved buffer would be: invisible to autograd's version counter). The per-sequence backward
+        # takes the natural-log lse, so it gets lse2 / log2 e: right the first time only.
         lse2 = lse.data.mul_(LOG2E)
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for rows_q, rows_k in spans(cu_seqlens_q, cu_seqlens_k):
-            if rows_q.start == rows_q.stop:
-                continue
-            grads = _float32.backward(*(heads_first(t[r]) for t, r in (
-                (q, rows_q), (k, rows_k), (v, rows_k), (o, rows_q), (lse2 / LOG2E, rows_q), (do, rows_q))),
-                ctx.is_causal)
-            dq[rows_q], dk[rows_k], dv[rows_k] = (heads_first(g) for g in grads)
-        return dq, dk, dv, None, None, None
+        return (*_varlen.backward(q, k, v, o, lse2 / LOG2E, do, cu_seqlens_q, cu_seqlens_k, ctx.is_causal),
+                None, None, None)
 
 
 def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
