@@ -53,3 +53,15 @@ def reject_float64(q):
     """Like ``flash``: float64 is not a supported dtype (so gradcheck does not apply)."""
     if q.dtype == torch.float64:
         raise TypeError("q has dtype torch.float64; supported dtypes are float16, bfloat16 and float32")
+
+
+class SavedForward(torch.autograd.Function):
+    """The correct forward, saving ``q, k, v, o, lse`` and ``is_causal`` for a backward: a broken
+    module whose bug is in its backward subclasses this and writes only ``backward(ctx, do)``."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal):
+        o, lse = attention_with_lse(q, k, v, is_causal)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.is_causal = is_causal
+        return o

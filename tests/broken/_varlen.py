@@ -61,3 +61,32 @@ def backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, is_causal):
             (q, rows_q), (k, rows_k), (v, rows_k), (o, rows_q), (lse, rows_q), (do, rows_q))), is_causal)
         dq[rows_q], dk[rows_k], dv[rows_k] = (heads_first(g) for g in grads)
     return dq, dk, dv
+
+
+class SavedForward(torch.autograd.Function):
+    """The correct packed forward, saving ``q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k`` and
+    ``is_causal``, returning ``(o, lse)`` (lse not differentiable): a broken varlen module whose bug
+    is in its backward subclasses this and writes only ``backward(ctx, do, _dlse)``."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal):
+        o, lse = attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, 0, 0, is_causal)
+        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+        ctx.is_causal = is_causal
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+
+def entry_points(function):
+    """The contract's ``attention_varlen_with_lse`` and ``attention_varlen`` through
+    ``function.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal)`` (a :class:`SavedForward`)."""
+
+    def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                  is_causal=False):
+        return function.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal)
+
+    def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False):
+        return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                         is_causal)[0]
+
+    return attention_varlen_with_lse, attention_varlen

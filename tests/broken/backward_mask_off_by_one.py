@@ -12,14 +12,7 @@ import torch
 from tests.broken import _float32
 
 
-class _Attention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, is_causal):
-        o, lse = _float32.attention_with_lse(q, k, v, is_causal)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.is_causal = is_causal
-        return o
-
+class _Attention(_float32.SavedForward):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors

@@ -9,23 +9,13 @@ with different values, head dim d > 1, only q requiring grad.
 
 import math
 
-import torch
-
 from tests.broken import _varlen
 from tests.broken._varlen import attention, attention_with_lse
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
 
 
-class _Varlen(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal):
-        o, lse = _varlen.attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, 0, 0, is_causal)
-        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
-        ctx.is_causal = is_causal
-        ctx.mark_non_differentiable(lse)
-        return o, lse
-
+class _Varlen(_varlen.SavedForward):
     @staticmethod
     def backward(ctx, do, _dlse):
         q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
@@ -35,11 +25,4 @@ class _Varlen(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
-def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                              is_causal=False):
-    return _Varlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal)
-
-
-def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False):
-    return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                     is_causal)[0]
+attention_varlen_with_lse, attention_varlen = _varlen.entry_points(_Varlen)
