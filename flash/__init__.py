@@ -6,6 +6,8 @@ packed variable-length pair ``attention_varlen`` / ``attention_varlen_with_lse``
 Gradients come from the Triton backward (:mod:`flash.backward_triton`) by default; the spec's dense
 PyTorch backward (:mod:`flash.backward`) is chosen per call with ``backward="dense"``, or as a kernel
 module of its own, :mod:`flash.with_dense_backward` (``pytest --kernel flash.with_dense_backward``).
+A call with a few query rows over many keys (decoding) takes the split-KV forward of
+:mod:`flash.decode`; the kernel module :mod:`flash.split_kv` takes it on every call it can.
 Without CUDA, the kernel runs in Triton's interpreter on CPU tensors (see :mod:`flash._runtime`).
 """
 

@@ -127,7 +127,7 @@ def _backward_dkdv_kernel(
     HAS_LEFT: tl.constexpr,
     HAS_RIGHT: tl.constexpr,
     BOTTOM_RIGHT: tl.constexpr,
-    EMPTY_ROWS: tl.constexpr,
+    EMPTY_ROWS: tl.constexpr,  # unused: the lse guard is unconditional (see below)
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -193,10 +193,12 @@ def _backward_dkdv_kernel(
                            mask=mask_dq, other=0.0)
             lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
             lse = lse * 1.4426950408889634  # base 2
-            if EMPTY_ROWS:
-                # A row that sees no key has lse = -inf and every score at -inf: use lse 0, so
-                # that its P is exp2(-inf) = 0 and not NaN.
-                lse = tl.where(lse == float("-inf"), 0.0, lse)
+            # A row that sees no key has lse = -inf and every score at -inf: use lse 0, so that
+            # its P is exp2(-inf) = 0 and not NaN. Always, not only where rows may be empty: the
+            # guard changes how the compiler fuses the lse into exp2's argument, and so the last
+            # bit of P; unconditional, a call's gradients do not depend on whether its rows could
+            # be empty (bottom-right = top-left on a square, a packed sequence = itself alone).
+            lse = tl.where(lse == float("-inf"), 0.0, lse)
             delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
             # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
             # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
@@ -235,7 +237,7 @@ def _backward_dq_kernel(
     HAS_LEFT: tl.constexpr,
     HAS_RIGHT: tl.constexpr,
     BOTTOM_RIGHT: tl.constexpr,
-    EMPTY_ROWS: tl.constexpr,
+    EMPTY_ROWS: tl.constexpr,  # unused: the lse guard is unconditional (see below)
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -271,8 +273,7 @@ def _backward_dq_kernel(
                  mask=mask_qd, other=0.0)
     lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     lse = lse * 1.4426950408889634  # base 2
-    if EMPTY_ROWS:
-        lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row that sees no key: P = 0, not NaN
+    lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row that sees no key: P = 0 (as in dk/dv)
     delta = tl.load(delta_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)
 

@@ -120,8 +120,9 @@ def check_features(scale: object, window: object, softcap: object, causal_alignm
 def check_varlen_inputs(
     q: object, k: object, v: object, cu_seqlens_q: object, cu_seqlens_k: object,
     max_seqlen_q: object, max_seqlen_k: object, is_causal: object,
-) -> None:
-    """Raise ``TypeError``/``ValueError`` unless the arguments are a valid packed (varlen) call.
+) -> tuple[list[int], list[int]]:
+    """Raise ``TypeError``/``ValueError`` unless the arguments are a valid packed (varlen) call;
+    return the query and key lengths of its sequences (read back for the check).
 
     q ``[total_q, heads, d]``, k and v ``[total_k, heads, d]``; ``cu_seqlens_*`` int32 of length
     ``batch + 1`` on q's device, starting at 0, non-decreasing, ending at the total; the
@@ -193,3 +194,14 @@ def check_varlen_inputs(
                 f"sequence {b} has {n_q} queries and no keys (cu_seqlens_k[{b}] == "
                 f"cu_seqlens_k[{b + 1}]): attention over no keys is undefined"
             )
+    return lengths["cu_seqlens_q"], lengths["cu_seqlens_k"]
+
+
+def check_split_keys(split_keys: object) -> None:
+    """Raise unless ``split_keys`` (the forward's split-KV option) is ``None`` or an int >= 0."""
+    if split_keys is None:
+        return
+    if isinstance(split_keys, bool) or not isinstance(split_keys, int):
+        raise TypeError(f"split_keys must be None or an int, got {type(split_keys).__name__}")
+    if split_keys < 0:
+        raise ValueError(f"split_keys must be >= 0 (0: never split), got {split_keys}")

@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernel is decorated)
-from flash.checks import check_features, check_inputs
+from flash.checks import check_features, check_inputs, check_split_keys
 from flash.scores import LOG2E, Features, diagonal, key_range, resolve, scores, visible
 
 __all__ = ["LOG2E", "ForwardConfig", "flash_attention_forward", "forward_config", "launch_forward"]
@@ -104,6 +104,7 @@ def _flash_forward_kernel(
     Q, K, V, Out, LSE,
     Q_OFFSETS, K_OFFSETS, V_OFFSETS,  # int64 [S]: where each slice's [n, d] matrix starts
     CU_Q, CU_K,  # VARLEN: int32 [B + 1] sequence starts (rows of every slice); else unused
+    PLAN,  # SPLIT_KV: int32 [B, 5] split plans (flash.decode); the split-KV path's sequences
     stride_qn, stride_qd, stride_kn, stride_kd, stride_vn, stride_vd,
     stride_os, stride_on,  # o: element stride between slices and between rows
     stride_ls, stride_ln,  # lse: element stride between slices and between rows
@@ -117,6 +118,7 @@ def _flash_forward_kernel(
     BOTTOM_RIGHT: tl.constexpr,
     EMPTY_ROWS: tl.constexpr,
     VARLEN: tl.constexpr,
+    SPLIT_KV: tl.constexpr,  # VARLEN: skip the sequences that PLAN splits (flash.decode does them)
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -188,6 +190,11 @@ def _flash_forward_kernel(
         # The grid is sized for the longest sequence; a tile past the end of a shorter one has
         # no row to compute, so it skips every run and stores nothing (every row is masked).
         hi = tl.where(first_row < n_q, hi, lo)
+        if SPLIT_KV:
+            # The split-KV path computes and stores this sequence: nothing to do, nothing to store.
+            split = tl.load(PLAN + seq * 5) > 0
+            hi = tl.where(split, lo, hi)
+            mask_q = mask_q & ~split
     full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k
     if HAS_RIGHT:
         full_hi = tl.minimum(full_hi, (tl.maximum(first_row + hi_diag + 1, 0) // BLOCK_K) * BLOCK_K)
@@ -328,6 +335,7 @@ def flash_attention_forward(
     block_k: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    split_keys: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the forward kernel: ``o = softmax(scale q k^T) v`` and its row log-sum-exp.
 
@@ -343,6 +351,9 @@ def flash_attention_forward(
             :func:`forward_config` (128x64 for 16-bit inputs up to d = 128; the spec's 64x64
             for float32).
         num_warps, num_stages: Triton launch options; default from :func:`forward_config`.
+        split_keys: keys per split of the split-KV path (:mod:`flash.decode`), which a call with
+            few query rows per kv head and many keys takes; ``None``: its default; ``0``: never.
+            (The tile options then apply to the forward path only.)
 
     Returns:
         ``o`` of shape ``[..., n_q, d]`` in the input dtype (contiguous), and ``lse`` of shape
@@ -350,16 +361,26 @@ def flash_attention_forward(
     """
     check_inputs(q, k, v, is_causal)
     check_features(scale, window, softcap, causal_alignment)
+    check_split_keys(split_keys)
     *lead, n_q, d = q.shape
     n_k = k.shape[-2]
     batch = math.prod(lead)
     o = torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((*lead, n_q), dtype=torch.float32, device=q.device)
     group = group_size(q, k)
+    features = resolve(d, is_causal, scale, window, softcap, causal_alignment)
+    offsets = slice_offsets(q), slice_offsets(k, group), slice_offsets(v, group)
+    from flash.decode import launch_split_kv, split_plans  # here: flash.decode imports this module
+
+    plans = split_plans([n_q], [n_k], features, split_keys, q.device)
+    if plans is not None:
+        launch_split_kv(q, k, v, o, lse, *offsets, None, None, plans, o_strides=(n_q * d, d),
+                        lse_strides=(n_q, 1), n_q=n_q, n_k=n_k, slices=batch, sequences=1,
+                        group=group, features=features, split_keys=split_keys)
+        return o, lse
     launch_forward(
-        q, k, v, o, lse, slice_offsets(q), slice_offsets(k, group), slice_offsets(v, group),
-        None, None, o_strides=(n_q * d, d), lse_strides=(n_q, 1), n_q=n_q, n_k=n_k, slices=batch,
-        sequences=1, features=resolve(d, is_causal, scale, window, softcap, causal_alignment),
+        q, k, v, o, lse, *offsets, None, None, o_strides=(n_q * d, d), lse_strides=(n_q, 1),
+        n_q=n_q, n_k=n_k, slices=batch, sequences=1, features=features,
         block_q=block_q, block_k=block_k, num_warps=num_warps, num_stages=num_stages,
     )
     return o, lse
@@ -377,6 +398,7 @@ def launch_forward(
     *, o_strides: tuple[int, int], lse_strides: tuple[int, int], n_q: int, n_k: int,
     slices: int, sequences: int, features: Features, block_q: int | None = None,
     block_k: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
+    split_plan_table: torch.Tensor | None = None,
 ) -> None:
     """Launch the forward kernel over ``slices`` query slices (times ``sequences`` packed sequences).
 
@@ -386,7 +408,9 @@ def launch_forward(
     input, ``cu_seqlens_*`` given: a slice is a head, sequence ``b`` holds its rows
     ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``, and ``n_q``, ``n_k`` are the longest lengths (the
     grid's size). ``o_strides``, ``lse_strides``: element strides of o and lse between slices and
-    between rows. The caller has checked every argument.
+    between rows. ``split_plan_table`` (packed input only): the sequences it splits
+    (:func:`flash.decode.split_plans`) are skipped, left to the split-KV path. The caller has
+    checked every argument.
     """
     d = q.shape[-1]
     config = forward_config(d, q.dtype)
@@ -403,11 +427,13 @@ def launch_forward(
         q, k, v, o, lse,
         q_offsets, k_offsets, v_offsets,
         cu_seqlens_q if varlen else q_offsets, cu_seqlens_k if varlen else q_offsets,
+        q_offsets if split_plan_table is None else split_plan_table,
         q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1), v.stride(-2), v.stride(-1),
         *o_strides, *lse_strides,
         n_q, n_k, d, num_q_tiles, slices,
         **features.kernel_args(varlen, n_q, n_k),
         VARLEN=varlen,
+        SPLIT_KV=split_plan_table is not None,
         BLOCK_Q=block_q,
         BLOCK_K=block_k,
         BLOCK_D=padded_head_dim(d),

@@ -30,10 +30,12 @@ def _check_backward(backward: object) -> None:
         raise ValueError(f"backward must be one of {sorted(BACKWARDS)}, got {backward!r}")
 
 
-def _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment):
+def _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+             split_keys):
     _check_backward(backward)
     o, lse = flash_attention_forward(q, k, v, is_causal, scale=scale, window=window,
-                                     softcap=softcap, causal_alignment=causal_alignment)
+                                     softcap=softcap, causal_alignment=causal_alignment,
+                                     split_keys=split_keys)
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.is_causal = is_causal
     ctx.features = resolve(q.shape[-1], is_causal, scale, window, softcap, causal_alignment)
@@ -44,21 +46,23 @@ def _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_a
 def _backward(ctx, do):
     q, k, v, o, lse = ctx.saved_tensors
     dq, dk, dv = BACKWARDS[ctx.backward_name](q, k, v, o, lse, do, ctx.is_causal, features=ctx.features)
-    return dq, dk, dv, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None
 
 
 class FlashAttention(torch.autograd.Function):
     """Flash Attention: Triton forward; Triton (default) or dense backward. Returns ``o``.
 
     ``FlashAttention.apply(q, k, v, is_causal=False, backward="triton", scale=None, window=None,
-    softcap=None, causal_alignment="top_left")``; ``backward`` is ``"triton"`` or ``"dense"`` (see
-    the module docstring), the rest are the contract's features (:func:`attention`).
+    softcap=None, causal_alignment="top_left", split_keys=None)``; ``backward`` is ``"triton"`` or
+    ``"dense"`` (see the module docstring), ``split_keys`` the forward's split-KV option
+    (:func:`attention`), the rest are the contract's features.
     """
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False, backward="triton", scale=None, window=None,
-                softcap=None, causal_alignment="top_left"):
-        o, _ = _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment)
+                softcap=None, causal_alignment="top_left", split_keys=None):
+        o, _ = _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+                        split_keys)
         return o
 
     @staticmethod
@@ -71,8 +75,9 @@ class _FlashAttentionWithLse(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False, backward="triton", scale=None, window=None,
-                softcap=None, causal_alignment="top_left"):
-        o, lse = _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment)
+                softcap=None, causal_alignment="top_left", split_keys=None):
+        o, lse = _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+                          split_keys)
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -85,6 +90,7 @@ def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, *,
     scale: float | None = None, window: tuple[int, int] | None = None,
     softcap: float | None = None, causal_alignment: str = "top_left", backward: str = "triton",
+    split_keys: int | None = None,
 ) -> torch.Tensor:
     """``softmax(scale q k^T) v`` over ``[..., h, n, d]`` inputs; differentiable in q, k, v.
 
@@ -107,14 +113,21 @@ def attention(
     ``backward`` picks the gradient pass: ``"triton"`` (default; Triton kernels, memory linear in
     the lengths, deterministic) or ``"dense"`` (the spec's dense PyTorch backward, ``n_q x n_k``
     memory per leading index). Both give gradients within the suite's error model.
+
+    ``split_keys`` is the forward's split-KV option (:mod:`flash.decode`, FlashDecoding): a call with
+    few query rows per kv head (``group * n_q <= 64``) over many keys splits them in pieces of
+    ``split_keys`` (default 512) computed side by side and merged by their lse; ``0`` never splits.
+    Results agree within rounding either way.
     """
-    return FlashAttention.apply(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment)
+    return FlashAttention.apply(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+                                split_keys)
 
 
 def attention_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, *,
     scale: float | None = None, window: tuple[int, int] | None = None,
     softcap: float | None = None, causal_alignment: str = "top_left", backward: str = "triton",
+    split_keys: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`attention`, plus the row log-sum-exp of the (capped) scaled scores (float32,
     ``q.shape[:-1]``; ``-inf`` for a row that sees no key).
@@ -122,4 +135,4 @@ def attention_with_lse(
     The lse is returned for inspection and is not differentiable; gradients flow through ``o``.
     """
     return _FlashAttentionWithLse.apply(q, k, v, is_causal, backward, scale, window, softcap,
-                                        causal_alignment)
+                                        causal_alignment, split_keys)

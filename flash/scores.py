@@ -48,7 +48,9 @@ class Features(NamedTuple):
 
     def empty_rows(self, varlen: bool, n_q: int, n_k: int) -> bool:
         """Whether a row may see no key: a lower window bound, or a bottom-right diagonal that
-        starts below the first key (``n_q > n_k``; for packed input any sequence may)."""
+        starts below the first key (``n_q > n_k``; for packed input any sequence may). The
+        forward's guard is bit-neutral for rows that see keys; the backward guards always (see
+        :mod:`flash.backward_triton`)."""
         return self.left != -1 or (self.bottom_right and (varlen or n_q > n_k))
 
     def kernel_args(self, varlen: bool, n_q: int, n_k: int) -> dict[str, object]:
@@ -164,7 +166,13 @@ def query_range(first_col, last_col, n_q, lo_diag, hi_diag, BLOCK_Q: tl.constexp
 @triton.jit
 def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     """Base-2 scores ``q @ kt`` and, with a softcap, ``tanh(scale q.k / c)`` (else zeros)
-    for the backward's derivative ``1 - tanh^2``."""
+    for the backward's derivative ``1 - tanh^2``.
+
+    tanh is :func:`tanh`, a few float32 ulp, for every dtype. The GPU's ``tanh.approx.f32`` (one
+    instruction, what FlashAttention-2's softcap uses) was tried for 16-bit inputs on the H200
+    (2026-12-02): the suite failed it, rightly under the contract, whose lse is a float32 result
+    for every input dtype: a single key's lse off by 1.5e-5 where float32 allows 9.5e-6, and an
+    lse 9.3e-5 off where the bound was 3.4e-5 (docs/speed.md, Decoding; its speed was not measured)."""
     s = tl.dot(q, kt, input_precision=INPUT_PRECISION)
     if SOFTCAP:
         t = tanh(s * qk_scale)

@@ -10,8 +10,10 @@ of k and v. Each sequence attends only within itself; causal masking is top-left
 The kernels are the dense ones (:mod:`flash.forward`, :mod:`flash.backward_triton`) with
 ``VARLEN`` set: a slice is a head, and each program reads its sequence's window from
 ``cu_seqlens``; the grid is sized by ``max_seqlen_*`` and tiles past a shorter sequence's end do
-nothing. A sequence's numbers are therefore bit-for-bit those of the same sequence passed alone to
-:func:`flash.attention` (same tiles, same order of operations), which the suite checks.
+nothing. A sequence that the dense call would give to the split-KV path (:mod:`flash.decode`: a
+few query rows over many keys) takes that path here too, and the forward skips it. A sequence's
+numbers are therefore bit-for-bit those of the same sequence passed alone to
+:func:`flash.attention` (same path, same tiles, same order of operations), which the suite checks.
 
 A sequence may have no queries (``n_q = 0``: it produces nothing, and its keys get zero
 gradients); one with queries and no keys is rejected, as attention over no keys is undefined.
@@ -24,7 +26,8 @@ from __future__ import annotations
 import torch
 
 from flash.backward_triton import Offsets, backward_config, launch_backward
-from flash.checks import check_features, check_varlen_inputs
+from flash.checks import check_features, check_split_keys, check_varlen_inputs
+from flash.decode import launch_split_kv, split_plans
 from flash.forward import launch_forward, slice_offsets
 from flash.scores import Features, resolve
 
@@ -37,20 +40,29 @@ def _heads_first(t: torch.Tensor) -> torch.Tensor:
 def varlen_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool,
-    features: Features,
+    features: Features, lengths: tuple[list[int], list[int]], split_keys: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``o [total_q, h_q, d]`` (input dtype) and ``lse [total_q, h_q]`` (float32) of packed input."""
+    """``o [total_q, h_q, d]`` (input dtype) and ``lse [total_q, h_q]`` (float32) of packed input.
+
+    ``lengths``: the sequences' query and key lengths (from the input check). A sequence that the
+    dense call would split alone (:func:`flash.decode.split_plan`) takes the split-KV path here
+    too, so that it is computed exactly as alone; the others take the forward.
+    """
     total_q, heads, d = q.shape
     o = torch.empty((total_q, heads, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((total_q, heads), dtype=torch.float32, device=q.device)
     group = heads // k.shape[1]
     qh, kh, vh = (_heads_first(t) for t in (q, k, v))
-    launch_forward(
-        qh, kh, vh, o, lse, slice_offsets(qh), slice_offsets(kh, group), slice_offsets(vh, group),
-        cu_seqlens_q, cu_seqlens_k,
-        o_strides=(d, heads * d), lse_strides=(1, heads), n_q=max_seqlen_q, n_k=max_seqlen_k,
-        slices=heads, sequences=cu_seqlens_q.numel() - 1, features=features,
-    )
+    offsets = slice_offsets(qh), slice_offsets(kh, group), slice_offsets(vh, group)
+    plans = split_plans(*lengths, features, split_keys, q.device)
+    geometry = dict(o_strides=(d, heads * d), lse_strides=(1, heads), n_q=max_seqlen_q,
+                    n_k=max_seqlen_k, slices=heads, sequences=cu_seqlens_q.numel() - 1,
+                    features=features)
+    launch_forward(qh, kh, vh, o, lse, *offsets, cu_seqlens_q, cu_seqlens_k, **geometry,
+                   split_plan_table=None if plans is None else plans[0])
+    if plans is not None:
+        launch_split_kv(qh, kh, vh, o, lse, *offsets, cu_seqlens_q, cu_seqlens_k, plans,
+                        group=group, split_keys=split_keys, **geometry)
     return o, lse
 
 
@@ -86,13 +98,15 @@ class FlashAttentionVarlen(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                is_causal=False, scale=None, window=None, softcap=None, causal_alignment="top_left"):
-        check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                            is_causal)
+                is_causal=False, scale=None, window=None, softcap=None, causal_alignment="top_left",
+                split_keys=None):
+        lengths = check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                      max_seqlen_k, is_causal)
         check_features(scale, window, softcap, causal_alignment)
+        check_split_keys(split_keys)
         features = resolve(q.shape[-1], is_causal, scale, window, softcap, causal_alignment)
         o, lse = varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                is_causal, features)
+                                is_causal, features, lengths, split_keys)
         ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
         ctx.geometry = (max_seqlen_q, max_seqlen_k, features)
         ctx.mark_non_differentiable(lse)
@@ -104,26 +118,26 @@ class FlashAttentionVarlen(torch.autograd.Function):
         if do.dtype != q.dtype:
             do = do.to(q.dtype)
         dq, dk, dv = varlen_backward(q, k, v, o, lse, do, cu_q, cu_k, *ctx.geometry)
-        return dq, dk, dv, None, None, None, None, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
 
 
 def attention_varlen_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
     *, scale: float | None = None, window: tuple[int, int] | None = None,
-    softcap: float | None = None, causal_alignment: str = "top_left",
+    softcap: float | None = None, causal_alignment: str = "top_left", split_keys: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`attention_varlen`, plus the log-sum-exp per token and head (float32 ``[total_q, h_q]``)."""
     return FlashAttentionVarlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                       max_seqlen_k, is_causal, scale, window, softcap,
-                                      causal_alignment)
+                                      causal_alignment, split_keys)
 
 
 def attention_varlen(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
     *, scale: float | None = None, window: tuple[int, int] | None = None,
-    softcap: float | None = None, causal_alignment: str = "top_left",
+    softcap: float | None = None, causal_alignment: str = "top_left", split_keys: int | None = None,
 ) -> torch.Tensor:
     """Attention over packed sequences: ``o [total_q, h_q, d]``, differentiable in q, k, v.
 
@@ -137,10 +151,12 @@ def attention_varlen(
         is_causal: causal masking within each sequence.
         scale, window, softcap, causal_alignment: as :func:`flash.attention`, per sequence (the
             bottom-right diagonal and the window follow each sequence's own lengths).
+        split_keys: as :func:`flash.attention`; each sequence splits or not as it would alone.
 
     Raises ``TypeError``/``ValueError`` naming the argument for anything else (see
     :func:`flash.checks.check_varlen_inputs`).
     """
     return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                      max_seqlen_k, is_causal, scale=scale, window=window,
-                                     softcap=softcap, causal_alignment=causal_alignment)[0]
+                                     softcap=softcap, causal_alignment=causal_alignment,
+                                     split_keys=split_keys)[0]

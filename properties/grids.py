@@ -184,3 +184,47 @@ def feature_gpu_cases() -> list[Case]:
                  window=(255, 64), softcap=20.0, causal_alignment="bottom_right"),
         ]
     return cases
+
+
+def decode_cpu_cases() -> list[Case]:
+    """Decoding-shaped cases: a few query rows (1 to 16 per head) over many keys, as a serving
+    kernel sees them after the prefill (grouped heads, the bottom-right diagonal a KV cache needs,
+    windows, softcaps, odd layouts and head dims). A kernel with a split-KV path (FlashDecoding) cuts
+    such keys in pieces and merges them by their lse; the merge has its own ways to be wrong.
+
+    The first two have keys enough for ``flash``'s default split of 512 (two splits); the others,
+    up to 300 keys, make 2 to 19 splits of 16 keys (:mod:`flash.split_kv`), and a window of 56 keys
+    at the end of 300, with 16 rows each seeing 41 of them, leaves a row some splits with nothing in
+    them. Sized for the interpreter: every check runs on each."""
+    return [
+        Case(1, 1025, 64, (2, 2), "float32", False, kv_heads=1),  # decode, multi-query
+        Case(3, 1100, 64, (1, 2), "float16", True, "heads_last", seed=1, kv_heads=1,
+             causal_alignment="bottom_right", softcap=5.0),  # speculative decoding
+        Case(16, 300, 16, (2,), "float32", True, seed=3, causal_alignment="bottom_right",
+             window=(40, 0)),
+        Case(4, 200, 24, (1, 4), "float16", True, "strided", seed=2, kv_heads=2,
+             causal_alignment="bottom_right"),
+        Case(2, 160, 80, (3,), "float16", False, "broadcast_kv", seed=4, softmax_scale=0.3),
+        Case(9, 129, 16, (2, 3), "float32", False, "offset", seed=5, kv_heads=1, window=(60, 60),
+             distribution="uniform", scale=3.0),
+    ]
+
+
+def decode_gpu_cases() -> list[Case]:
+    """Decoding cases for a compiled kernel: one row over 32k keys with GQA 4:1 (the shape a split-KV
+    path is for) and speculative decoding (4 and 16 rows, bottom-right) with a softcap or a window,
+    in both 16-bit dtypes; float32 at head dims 128 and 256, whose tiles differ (shared memory)."""
+    cases = []
+    for dtype in ("bfloat16", "float16"):
+        cases += [
+            Case(1, 32769, 128, (2, 8), dtype, False, kv_heads=2),
+            Case(4, 8191, 64, (2, 4), dtype, True, "strided", seed=1, kv_heads=1,
+                 causal_alignment="bottom_right", softcap=30.0),
+            Case(16, 4097, 128, (1, 8), dtype, True, seed=2, kv_heads=2,
+                 causal_alignment="bottom_right", window=(1500, 0)),
+        ]
+    return cases + [
+        Case(1, 1024, 256, (2,), "float32", False, "heads_last", seed=3),
+        Case(4, 2049, 128, (1, 4), "float32", True, seed=4, kv_heads=2,
+             causal_alignment="bottom_right", softcap=20.0),
+    ]

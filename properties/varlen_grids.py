@@ -85,3 +85,25 @@ def varlen_gpu_cases() -> list[VarlenCase]:
     for causal in (False, True):
         cases.append(VarlenCase(MIX_64, MIX_64, 2, 128, "bfloat16", causal, "mixed", seed=3))
     return cases
+
+
+def varlen_decode_cpu_cases() -> list[VarlenCase]:
+    """Packed decoding (:func:`properties.grids.decode_cpu_cases`, one batch): a few query rows per
+    sequence over key caches of every length, beside sequences of more rows, an empty query
+    sequence and keys long enough for ``flash``'s split-KV path (1100 keys)."""
+    return [
+        VarlenCase((1, 1, 16, 3, 0, 40), (1100, 40, 300, 99, 7, 40), 4, 16, "float32", True,
+                   kv_heads=2, causal_alignment="bottom_right"),
+        VarlenCase((16, 2, 5, 20), (300, 64, 130, 90), 2, 32, "float16", True, "strided", seed=1,
+                   window=(100, 0), softcap=5.0, causal_alignment="bottom_right"),
+    ]
+
+
+def varlen_decode_gpu_cases() -> list[VarlenCase]:
+    """Packed decoding for a compiled kernel: both 16-bit dtypes, eight one-row sequences over caches
+    of 1 to 32768 keys, two of 16 and 4 rows, GQA 4:1, bottom-right."""
+    return [
+        VarlenCase((1,) * 8 + (16, 4), (32768, 100, 4096, 1, 9000, 513, 1024, 2049, 8192, 300), 8,
+                   128, dtype, True, seed=4, kv_heads=2, causal_alignment="bottom_right")
+        for dtype in ("bfloat16", "float16")
+    ]

@@ -19,6 +19,7 @@ B = "flash.backward_triton"
 V = "flash.varlen"
 S = "flash.scores"
 FN = "flash.function"
+D = "flash.decode"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- softmax scale --
@@ -166,8 +167,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "D = rowsum(do * o) reads the padded head-dim columns (the next row's values); backward, d not "
            "a power of two"),
     Mutant("dkdv_lse_in_natural_log", B,
-           "            lse = lse * 1.4426950408889634  # base 2\n            if EMPTY_ROWS:",
-           "            if EMPTY_ROWS:",
+           "            lse = lse * 1.4426950408889634  # base 2\n            # A row that sees no key",
+           "            # A row that sees no key",
            "dk/dv recompute P = exp2(s - lse) with the lse left in natural log; backward, any input"),
     Mutant("gqa_dkdv_lse_of_kv_head", B, "lse_base = LSE + q_slice.to(tl.int64) * stride_ls",
            "lse_base = LSE + pid_b.to(tl.int64) * stride_ls",
@@ -191,8 +192,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "do = tl.load(do_base + rows * stride_on + offs_d[None, :] * stride_dod",
            "D reads do's rows with o's row stride: wrong when do is not laid out like o (contiguous)"),
     Mutant("dq_empty_row_lse_unguarded", B,
-           "        lse = tl.where(lse == float(\"-inf\"), 0.0, lse)  # a row that sees no key: P = 0, not NaN\n",
-           "        lse = lse\n",
+           "    lse = tl.where(lse == float(\"-inf\"), 0.0, lse)  # a row that sees no key: P = 0 (as in dk/dv)\n",
+           "    lse = lse\n",
            "dq recomputes P = exp2(-inf - (-inf)) = NaN for a row that sees no key; backward, empty rows"),
     Mutant("slice_offsets_column_major", F,
            "offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride",
@@ -201,8 +202,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "slices enumerated column-major while o is written row-major: slice (b, h) gets (h, b)'s "
            "attention; two leading dims both > 1"),
     Mutant("varlen_last_sequence_dropped", V,
-           "slices=heads, sequences=cu_seqlens_q.numel() - 1, features=features,\n    )\n    return o, lse",
-           "slices=heads, sequences=max(cu_seqlens_q.numel() - 2, 1), features=features,\n    )\n    return o, lse",
+           "n_k=max_seqlen_k, slices=heads, sequences=cu_seqlens_q.numel() - 1,",
+           "n_k=max_seqlen_k, slices=heads, sequences=max(cu_seqlens_q.numel() - 2, 1),",
            "the packed forward's grid misses the last sequence (its o, lse left as torch.empty made "
            "them); varlen, 2 sequences"),
     Mutant("varlen_o_rows_with_q_row_stride", F,
@@ -253,8 +254,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "the empty-row guard is off when exactly one row sees no key: 0 / 0 there; bottom-right, "
            "n_q = n_k + 1"),
     Mutant("scale_from_padded_head_dim", F,
-           "features=resolve(d, is_causal, scale, window, softcap, causal_alignment),",
-           "features=resolve(padded_head_dim(d), is_causal, scale, window, softcap, causal_alignment),",
+           "features = resolve(d, is_causal, scale, window, softcap, causal_alignment)",
+           "features = resolve(padded_head_dim(d), is_causal, scale, window, softcap, causal_alignment)",
            "the default scale from the padded head dim, 1/sqrt(32) for d = 24; forward, d not a power of two"),
     Mutant("exponent_in_half", F, "p = tl.exp2(s - m_use[:, None])",
            "p = tl.exp2((s - m_use[:, None]).to(tl.float16).to(tl.float32))",
@@ -320,7 +321,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("empty_row_divides_by_zero", F, "        l_i = tl.where(empty, 1.0, l_i)\n", "        l_i = l_i\n",
            "a row that sees no key divides 0 by 0: NaN output; a window or bottom-right with empty rows"),
     Mutant("dkdv_empty_row_lse_unguarded", B,
-           "                lse = tl.where(lse == float(\"-inf\"), 0.0, lse)\n", "                lse = lse\n",
+           "            lse = tl.where(lse == float(\"-inf\"), 0.0, lse)\n", "            lse = lse\n",
            "dk/dv recompute P = exp2(-inf - (-inf)) = NaN for a row that sees no key; backward, empty rows"),
     Mutant("varlen_bottom_right_from_max_lengths", F, "diag = diagonal(n_q, n_k, BOTTOM_RIGHT)",
            "diag = diagonal(N_Q, N_K, BOTTOM_RIGHT)",
@@ -340,4 +341,57 @@ CATALOGUE: tuple[Mutant, ...] = (
            "_slice_offsets(tuple(t.shape[:-2]), tuple(t.stride()[:-2]), t.device, group))",
            "slice-offset table cached without the group: a kv tensor's table by query head and by kv head "
            "are confused; GQA (the backward uses both for one k)"),
+    # -- the split-KV path (flash.decode): splits, the group's rows, the lse merge --
+    Mutant("merge_output_not_rescaled", D, "acc = acc * alpha[:, None] + w[:, None] * o_s",
+           "acc = acc + w[:, None] * o_s",
+           "the merge does not rescale the merged output when a later split has a larger lse; split-KV "
+           "path (2+ splits)"),
+    Mutant("merge_weights_not_rescaled", D, "w_sum = w_sum * alpha + w", "w_sum = w_sum + w",
+           "the merge's sum of weights not rescaled when the running max grows; 2+ splits"),
+    Mutant("merge_empty_split_unguarded", D,
+           "m_use = tl.where(m_new == float(\"-inf\"), 0.0, m_new)  # all empty so far",
+           "m_use = m_new  # all empty so far",
+           "a row whose first split saw no key merges exp2(-inf - (-inf)) = NaN; a window or causal "
+           "band that a split does not reach"),
+    Mutant("partial_lse_in_natural_log", D,
+           "lse_s = tl.where(empty, float(\"-inf\"), m_i + tl.log2(l_i))  # base 2",
+           "lse_s = tl.where(empty, float(\"-inf\"), (m_i + tl.log2(l_i)) / 1.4426950408889634)",
+           "the splits' lse stored in natural log and merged as base 2: wrong weights; 2+ splits"),
+    Mutant("merged_lse_in_base_2", D,
+           "lse = tl.where(empty, float(\"-inf\"), (m + tl.log2(w_sum)) / 1.4426950408889634)",
+           "lse = tl.where(empty, float(\"-inf\"), m + tl.log2(w_sum))",
+           "the split-KV path stores its lse in base 2 (o is right); any call that splits"),
+    Mutant("splits_overlap_by_a_tile", D, "end = tl.minimum(start + split_len, hi)",
+           "end = tl.minimum(start + split_len + BLOCK_K, hi)",
+           "each split also reads the next split's first tile: keys counted twice; 2+ splits"),
+    Mutant("split_end_drops_last_key", D, "end = tl.minimum(start + split_len, hi)",
+           "end = tl.minimum(start + split_len, hi - 1)",
+           "the last key some row sees is in no split; any call that splits"),
+    Mutant("split_rows_head_by_modulo", D,
+           "q_slice = kv_slice * GROUP + offs_r // tl.maximum(n_q, 1)",
+           "q_slice = kv_slice * GROUP + offs_r % GROUP",
+           "a group's rows mapped to query heads by r % group: rows of one head read another's q and "
+           "write its o; GQA with n_q >= 2"),
+    Mutant("split_kv_head_by_query_slice", D, "tl.load(K_OFFSETS + kv_slice * GROUP)",
+           "tl.load(K_OFFSETS + kv_slice)",
+           "the split kernel reads k of the kv slice numbered like the group, not its first query slice: "
+           "the wrong kv head's keys; GQA"),
+    Mutant("merge_slot_of_first_sequence", D,
+           "part = ((slot + split) * num_q_slices + q_slice).to(tl.int64) * part_rows + offs_r",
+           "part = (split * num_q_slices + q_slice).to(tl.int64) * part_rows + offs_r",
+           "the merge reads every packed sequence's splits from the first sequence's slots; packed, two "
+           "sequences that split"),
+    Mutant("split_past_plan_stores", D, "mask_r = in_tile & (offs_r < GROUP * n_q) & (split < splits)",
+           "mask_r = in_tile & (offs_r < GROUP * n_q)",
+           "programs past a sequence's splits store an empty partial into the next sequence's slots "
+           "(or past the buffer); packed sequences with fewer splits than the longest"),
+    Mutant("split_rule_counts_rows_times_group", D, "if split_keys <= 0 or not 1 <= n_q <= MAX_SPLIT_ROWS:",
+           "if split_keys <= 0 or not 1 <= n_q <= MAX_SPLIT_ROWS // 2:",
+           "the packed path would split a sequence that the dense call alone does not (or the reverse), "
+           "here by a rule that differs with n_q: bits differ between a packed sequence and the same "
+           "sequence alone; only a BATCH_INVARIANT check sees it (both are within the error model)"),
+    Mutant("forward_skips_unsplit_sequences", F, "split = tl.load(PLAN + seq * 5) > 0",
+           "split = tl.load(PLAN + seq * 5) >= 0",
+           "packed input with a split sequence: the forward skips every sequence, so those that do not "
+           "split are never computed; packed, one sequence that splits beside one that does not"),
 )

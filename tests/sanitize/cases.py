@@ -94,6 +94,17 @@ EDGE_CASES = (
                causal_alignment="bottom_right"),
     VarlenCase(seqlens_q=(129, 7), seqlens_k=(1, 200), heads=2, head_dim=95, dtype="bfloat16",
                is_causal=False, layout="contiguous", kv_heads=1, window=(3, 5), softcap=2.0),
+    # Decoding, which flash computes by its split-KV path (partials indexed by split and slot,
+    # a group's rows of several heads in one tile, the merge): one row and three over odd
+    # lengths of keys, grouped heads, a window that leaves rows empty in some splits; packed, one-row
+    # sequences that split beside one that does not and one without queries.
+    Case(n_q=1, n_k=1537, head_dim=111, leading=(2, 4), dtype="float16", layout="contiguous",
+         kv_heads=2),
+    Case(n_q=3, n_k=2049, head_dim=200, leading=(3,), dtype="float32", is_causal=True,
+         layout="heads_last", window=(700, 0), causal_alignment="bottom_right"),
+    VarlenCase(seqlens_q=(1, 0, 5, 1), seqlens_k=(1025, 3, 60, 2001), heads=4, head_dim=72,
+               dtype="bfloat16", is_causal=True, layout="contiguous", kv_heads=1,
+               causal_alignment="bottom_right"),
 )
 """Cases whose q, k, v, do (and so o, lse, dq, dk, dv) are each one exactly-sized buffer with a
 number of elements that is not a multiple of 64 (``contiguous``, ``seq_first`` and ``heads_last``

@@ -1,0 +1,171 @@
+"""Decoding shapes (a few query rows over many keys) against every check, and flash's split-KV path.
+
+The decode grids (:func:`properties.grids.decode_cpu_cases` and the packed
+:func:`properties.varlen_grids.varlen_decode_cpu_cases`) run every check on the kernel under test.
+Then ``flash``'s split-KV path (:mod:`flash.decode`) is gated on its own, whatever ``--kernel`` is:
+the kernel module :mod:`flash.split_kv` cuts every call it can into 16-key splits, and runs every
+check on the decode grids and on the property and feature grids' cases of at most 16 rows. Last,
+the split plans themselves: they cover the band's keys exactly, never overlap, and depend on one
+sequence's lengths and band only, which is what keeps ``flash``'s ``BATCH_INVARIANT`` promise true.
+
+bfloat16 is on the GPU grids only: the Triton interpreter's bfloat16 ``tl.dot`` returns garbage.
+"""
+
+import itertools
+
+import pytest
+import torch
+
+from flash import decode
+from flash.scores import resolve
+from properties import ALL_CHECKS, load_kernel
+from properties.grids import (
+    decode_cpu_cases,
+    decode_gpu_cases,
+    feature_cpu_cases,
+    property_cpu_cases,
+    property_gpu_cases,
+)
+from properties.varlen import VARLEN_CHECKS
+from properties.varlen_grids import (
+    varlen_cpu_cases,
+    varlen_decode_cpu_cases,
+    varlen_decode_gpu_cases,
+    varlen_feature_cpu_cases,
+)
+from tests.helpers import case_params, run_check
+
+CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
+PACKED_CHECKS = [pytest.param(check, id=check.__name__) for check in VARLEN_CHECKS]
+
+
+def _short(cases):
+    """The cases with at most ``decode.MAX_SPLIT_ROWS`` query rows: those the split path takes."""
+    return [c for c in cases if c.n_q <= decode.MAX_SPLIT_ROWS]
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(decode_cpu_cases()))
+def test_decode(kernel, check, case):
+    run_check(check, kernel, case)
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(decode_gpu_cases(), gpu=True))
+def test_decode_gpu(kernel, check, case):
+    run_check(check, kernel, case)
+
+
+@pytest.mark.parametrize("check", PACKED_CHECKS)
+@pytest.mark.parametrize("case", case_params(varlen_decode_cpu_cases()))
+def test_decode_packed(kernel, check, case):
+    run_check(check, kernel, case)
+
+
+@pytest.mark.parametrize("check", PACKED_CHECKS)
+@pytest.mark.parametrize("case", case_params(varlen_decode_gpu_cases(), gpu=True))
+def test_decode_packed_gpu(kernel, check, case):
+    run_check(check, kernel, case)
+
+
+SPLIT_CPU = _short(property_cpu_cases() + feature_cpu_cases()) + decode_cpu_cases()[2:]
+"""The short cases, but the decode grid's two long ones: 16-key splits of 1025 keys are 64 programs
+per kv head, minutes in the interpreter for every check."""
+SPLIT_GPU = [c for c in _short(property_gpu_cases()) + decode_gpu_cases() if c.dtype == "bfloat16"]
+"""bfloat16's (GPU-only in the suite): flash's own decode grid has the other dtypes compiled."""
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(SPLIT_CPU))
+def test_split_kv(check, case):
+    run_check(check, load_kernel("flash.split_kv"), case)
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(SPLIT_GPU, gpu=True))
+def test_split_kv_gpu(check, case):
+    run_check(check, load_kernel("flash.split_kv"), case)
+
+
+@pytest.mark.parametrize("check", PACKED_CHECKS)
+@pytest.mark.parametrize("case", case_params(varlen_decode_cpu_cases() + varlen_cpu_cases()[3:4]
+                                             + varlen_feature_cpu_cases()[2:3]))
+def test_split_kv_packed(check, case):
+    run_check(check, load_kernel("flash.split_kv"), case)
+
+
+@pytest.mark.parametrize("check", PACKED_CHECKS)
+@pytest.mark.parametrize("case", case_params(varlen_decode_gpu_cases()[:1], gpu=True))
+def test_split_kv_packed_gpu(check, case):
+    run_check(check, load_kernel("flash.split_kv"), case)
+
+
+def _features(case):
+    f = case.features()
+    return resolve(case.head_dim, case.is_causal, f.get("scale"), f.get("window"), f.get("softcap"),
+                   f.get("causal_alignment", "top_left"))
+
+
+def test_the_grids_reach_the_split_path():
+    """The gate above is only as good as its reach: flash's default splits some decode cases (and
+    some packed sequences), and 16-key splits nearly all short ones, some into many pieces."""
+    default = [decode.split_plan(c.n_q, c.n_k, _features(c)) for c in decode_cpu_cases()]
+    assert sum(p is not None for p in default) == 2, default
+    sixteen = [decode.split_plan(c.n_q, c.n_k, _features(c), 16) for c in SPLIT_CPU]
+    assert sum(p is not None for p in sixteen) >= len(SPLIT_CPU) - 1, sixteen
+    assert max(p.splits for p in sixteen if p) >= 8
+    packed = [decode.split_plan(n_q, n_k, _features(c))
+              for c in varlen_decode_cpu_cases() for n_q, n_k in zip(c.seqlens_q, c.seqlens_k)]
+    assert sum(p is not None for p in packed) >= 1, packed
+
+
+BANDS = [dict(), dict(is_causal=True), dict(is_causal=True, causal_alignment="bottom_right"),
+         dict(window=(40, 3)), dict(window=(100, 0), is_causal=True, causal_alignment="bottom_right"),
+         dict(window=(7, 900))]
+
+
+@pytest.mark.parametrize("band", BANDS, ids=str)
+@pytest.mark.parametrize("split_keys", [16, 100, 512])
+def test_split_plans_cover_the_band_exactly(band, split_keys):
+    """Every key some row sees lies in exactly one split; no split starts past the band's end; a
+    plan's splits are at least 2 and fit ``MAX_SPLITS``; and the slots of a batch of sequences are
+    disjoint and within the slot count (the partials of two sequences never share memory)."""
+    is_causal = band.pop("is_causal", False)
+    features = resolve(64, is_causal, **band)
+    lengths = list(itertools.product((1, 2, 5, 16, 17), (1, 31, 200, 1025, 5000)))
+    for n_q, n_k in lengths:
+        plan = decode.split_plan(n_q, n_k, features, split_keys)
+        seen = _visible_keys(n_q, n_k, features)
+        if plan is None:
+            continue
+        assert 2 <= plan.splits <= decode.MAX_SPLITS and n_q <= decode.MAX_SPLIT_ROWS
+        covered = [range(max(plan.lo + s * plan.split_len, 0),
+                         min(plan.lo + (s + 1) * plan.split_len, plan.hi)) for s in range(plan.splits)]
+        keys = [j for r in covered for j in r]
+        assert len(keys) == len(set(keys)), (n_q, n_k, plan)
+        assert seen <= set(keys) <= set(range(n_k)), (n_q, n_k, plan)
+        assert all(len(r) for r in covered), (n_q, n_k, plan)  # no split beyond the band
+    table, slots, most = decode.split_plans([n for n, _ in lengths], [n for _, n in lengths],
+                                            features, split_keys, torch.device("cpu")) or (None, 0, 0)
+    if table is not None:
+        used = [(int(first) + s) for splits, *_, first in table.tolist() for s in range(splits)]
+        assert sorted(used) == list(range(slots)) and most == max(table[:, 0].tolist())
+
+
+def _visible_keys(n_q, n_k, features):
+    diag = n_k - n_q if features.bottom_right else 0
+    keys = set()
+    for i in range(n_q):
+        lo = 0 if features.left == -1 else i + diag - features.left
+        hi = n_k - 1 if features.right == -1 else i + diag + features.right
+        keys |= set(range(max(lo, 0), min(hi, n_k - 1) + 1))
+    return keys
+
+
+def test_split_keys_is_checked():
+    import flash
+
+    q = torch.randn(1, 1, 16)
+    for bad, error in ((-1, ValueError), ("16", TypeError), (True, TypeError), (16.0, TypeError)):
+        with pytest.raises(error, match="split_keys"):
+            flash.attention(q, q, q, split_keys=bad)
