@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments")
     args = parser.parse_args(argv)
 
+    if any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist="))
+           for a in args.pytest_args):
+        # A mutant is activated in the process that runs pytest; xdist's workers are new processes
+        # that import the correct kernel, so every mutant would "survive" (seen 2026-12-02).
+        parser.error("pytest-xdist (-n, --dist) cannot run mutants: the workers would test the "
+                     "correct kernel; run without it")
     base = ["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers -rf"]
     if args.gpu:
         base += ["-m", "gpu"]
