@@ -259,7 +259,11 @@ def _merge_kernel(
         lse_s = tl.load(LSE_PART + part, mask=mask_r, other=float("-inf"))
         o_s = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], mask=mask, other=0.0)
         m_new = tl.maximum(m, lse_s)
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all empty so far: 2^-inf, not NaN
+        # All splits so far empty for this row: subtract 0, so 2^-inf = 0 and not NaN. Today's
+        # plans never leave a stored row's first split empty (16 rows start at most 15 keys apart,
+        # and a first split that starts a partial tile early is two tiles long), so the mutation
+        # gate has no mutant here; a padded row takes it, and a plan that changes must not NaN.
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp2(m - m_use)
         w = tl.exp2(lse_s - m_use)
         w_sum = w_sum * alpha + w

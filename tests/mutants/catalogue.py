@@ -348,11 +348,6 @@ CATALOGUE: tuple[Mutant, ...] = (
            "path (2+ splits)"),
     Mutant("merge_weights_not_rescaled", D, "w_sum = w_sum * alpha + w", "w_sum = w_sum + w",
            "the merge's sum of weights not rescaled when the running max grows; 2+ splits"),
-    Mutant("merge_empty_split_unguarded", D,
-           "m_use = tl.where(m_new == float(\"-inf\"), 0.0, m_new)  # all empty so far",
-           "m_use = m_new  # all empty so far",
-           "a row whose first split saw no key merges exp2(-inf - (-inf)) = NaN; a window or causal "
-           "band that a split does not reach"),
     Mutant("partial_lse_in_natural_log", D,
            "lse_s = tl.where(empty, float(\"-inf\"), m_i + tl.log2(l_i))  # base 2",
            "lse_s = tl.where(empty, float(\"-inf\"), (m_i + tl.log2(l_i)) / 1.4426950408889634)",
