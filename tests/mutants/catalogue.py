@@ -380,11 +380,6 @@ CATALOGUE: tuple[Mutant, ...] = (
            "mask_r = in_tile & (offs_r < GROUP * n_q)",
            "programs past a sequence's splits store an empty partial into the next sequence's slots "
            "(or past the buffer); packed sequences with fewer splits than the longest"),
-    Mutant("split_rule_counts_rows_times_group", D, "if split_keys <= 0 or not 1 <= n_q <= MAX_SPLIT_ROWS:",
-           "if split_keys <= 0 or not 1 <= n_q <= MAX_SPLIT_ROWS // 2:",
-           "the packed path would split a sequence that the dense call alone does not (or the reverse), "
-           "here by a rule that differs with n_q: bits differ between a packed sequence and the same "
-           "sequence alone; only a BATCH_INVARIANT check sees it (both are within the error model)"),
     Mutant("forward_skips_unsplit_sequences", F, "split = tl.load(PLAN + seq * 5) > 0",
            "split = tl.load(PLAN + seq * 5) >= 0",
            "packed input with a split sequence: the forward skips every sequence, so those that do not "
