@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--n-q", type=int, default=1)
     parser.add_argument("--n-k", type=int, nargs="+", default=[4096, 16384, 32768, 131072])
-    parser.add_argument("--split-keys", type=int, nargs="*", default=[0, 256, 1024, 2048])
+    parser.add_argument("--split-keys", type=int, nargs="*", default=[0, 512, 1024, 2048])
     parser.add_argument("--dtype", default="bfloat16", choices=("float16", "bfloat16"))
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)

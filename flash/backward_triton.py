@@ -127,7 +127,6 @@ def _backward_dkdv_kernel(
     HAS_LEFT: tl.constexpr,
     HAS_RIGHT: tl.constexpr,
     BOTTOM_RIGHT: tl.constexpr,
-    EMPTY_ROWS: tl.constexpr,  # unused: the lse guard is unconditional (see below)
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -237,7 +236,6 @@ def _backward_dq_kernel(
     HAS_LEFT: tl.constexpr,
     HAS_RIGHT: tl.constexpr,
     BOTTOM_RIGHT: tl.constexpr,
-    EMPTY_ROWS: tl.constexpr,  # unused: the lse guard is unconditional (see below)
     VARLEN: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -460,8 +458,9 @@ def launch_backward(
     cu_k = cu_seqlens_k if varlen else offsets.q
     strides = (q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1),
                v.stride(-2), v.stride(-1), do.stride(-2), do.stride(-1))
-    launch = dict(
-        **features.kernel_args(varlen, n_q, n_k),
+    launch = features.kernel_args(varlen, n_q, n_k)
+    launch.pop("EMPTY_ROWS")  # the backward's lse guard is unconditional: see _backward_dkdv_kernel
+    launch.update(
         VARLEN=varlen,
         BLOCK_D=padded_head_dim(d),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",

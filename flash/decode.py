@@ -22,10 +22,10 @@ its keys (a "split"), and merges their results:
 Which calls take it, and in how many splits, is :func:`split_plan`: a function of one sequence's
 lengths and band only, never of the batch, the number of heads or the group. So batching never
 changes a bit (``flash.BATCH_INVARIANT``), a grouped-query call computes each row as the call with
-k and v repeated per group does, and a packed (varlen) call, which decides per sequence on the GPU
-with the same rule (:func:`flash.scores.split_plan`), computes each sequence as the dense call of
-that sequence alone does. The result is the forward's within rounding, not bit for bit (the sum
-runs in another order). The backward does not care which path made ``o`` and the lse.
+k and v repeated per group does, and a packed (varlen) call, which plans each sequence with the
+same rule (from the lengths its input check reads back), computes each sequence as the dense call
+of that sequence alone does. The result is the forward's within rounding, not bit for bit (the
+sum runs in another order). The backward does not care which path made ``o`` and the lse.
 """
 
 from __future__ import annotations
@@ -39,21 +39,23 @@ import triton.language as tl
 
 from flash._runtime import INTERPRET  # (sets TRITON_INTERPRET before the kernels are decorated)
 from flash.forward import _attend_key_tiles, offset_alignment, padded_head_dim
-from flash.scores import Features, diagonal
+from flash.scores import PLAN_FIELDS, Features, diagonal
 
-__all__ = ["MAX_SPLIT_ROWS", "SPLIT_KEYS", "SplitPlan", "launch_split_kv", "split_plan",
-           "split_plans"]
+__all__ = ["MAX_SPLIT_ROWS", "SPLIT_KEYS", "SplitPlan", "default_split_keys", "launch_split_kv",
+           "split_plan", "split_plans"]
 
 SPLIT_KEYS = 512
-"""Keys per split by default: a call splits when its rows' keys make two splits or more."""
+"""The shortest split by default: a call splits when its rows' keys make two splits or more."""
+LONGEST_DEFAULT_SPLIT = 2048
+"""By default a split doubles from :data:`SPLIT_KEYS` up to this length (:func:`default_split_keys`)."""
+SPLITS_TO_DOUBLE = 32
+"""By default a split doubles while the band holds this many splits of it."""
 MAX_SPLIT_ROWS = 16
 """The most query rows (per head) a call may have to split; longer queries fill a GPU already."""
 MAX_SPLITS = 256
 """At most this many splits (longer splits past ``MAX_SPLITS * split_keys`` keys)."""
 TILE_ROWS = 16
 """Group rows per program: the smallest ``tl.dot`` tile (decoding has one row per query head)."""
-PLAN_FIELDS = 5
-"""Columns of a plan table: splits, keys per split, first key, end of the keys, first slot."""
 
 
 class SplitPlan(NamedTuple):
@@ -71,11 +73,11 @@ def split_plan(n_q: int, n_k: int, features: Features, split_keys: int | None = 
     """The split-KV plan of one sequence, or ``None`` when the forward computes it.
 
     A sequence splits when it has at most :data:`MAX_SPLIT_ROWS` query rows and the keys some row
-    sees, ``[lo, hi)``, hold two splits of ``split_keys`` (default :data:`SPLIT_KEYS`; 0 never
-    splits). It depends on the sequence's lengths and band only: see the module docstring.
+    sees, ``[lo, hi)``, hold two splits of ``split_keys`` (default: :func:`default_split_keys` of
+    the band; 0 never splits). It depends on the sequence's lengths and band only: see the module
+    docstring.
     """
-    split_keys = SPLIT_KEYS if split_keys is None else split_keys
-    if split_keys <= 0 or not 1 <= n_q <= MAX_SPLIT_ROWS:
+    if (split_keys is not None and split_keys <= 0) or not 1 <= n_q <= MAX_SPLIT_ROWS:
         return None
     diag = n_k - n_q if features.bottom_right else 0
     lo, hi = 0, n_k
@@ -84,6 +86,8 @@ def split_plan(n_q: int, n_k: int, features: Features, split_keys: int | None = 
     if features.right != -1:
         hi = min(hi, max(n_q + diag + features.right, 0))
     hi = max(hi, lo)
+    if split_keys is None:
+        split_keys = default_split_keys(hi - lo)
     splits = min((hi - lo) // split_keys, MAX_SPLITS)
     if splits < 2:
         return None
@@ -91,6 +95,23 @@ def split_plan(n_q: int, n_k: int, features: Features, split_keys: int | None = 
     lo = lo // block_k * block_k
     split_len = triton.cdiv(triton.cdiv(hi - lo, splits), block_k) * block_k
     return SplitPlan(triton.cdiv(hi - lo, split_len), split_len, lo, hi)
+
+
+def default_split_keys(band: int) -> int:
+    """Keys per split when the caller names none, for a band of ``band`` visible keys.
+
+    :data:`SPLIT_KEYS` (512), doubled while the band holds :data:`SPLITS_TO_DOUBLE` (32) splits of
+    it, up to :data:`LONGEST_DEFAULT_SPLIT` (2048): 512 keys below 16k, 1024 from 16k, 2048 from
+    32k. On the H200 (docs/speed.md, "Decoding: the split-KV path") longer splits read a long cache
+    faster, since each split writes a float32 partial and the merge reads them all: 1024-key splits
+    beat 512 by 5-17% at 16k-128k keys, 2048 beat 1024 at 128k; 16 splits or more per kv head
+    still give a batch of decodes thousands of programs. A function of the band alone, so a
+    sequence splits the same in any batch (``flash.BATCH_INVARIANT``).
+    """
+    keys = SPLIT_KEYS
+    while keys < LONGEST_DEFAULT_SPLIT and band >= SPLITS_TO_DOUBLE * keys:
+        keys *= 2
+    return keys
 
 
 def split_plans(lengths_q: list[int], lengths_k: list[int], features: Features,
@@ -166,11 +187,11 @@ def _split_kv_kernel(
         row_q = 0
         row_k = 0
     # This sequence's plan (flash.decode.split_plan): 0 splits if the forward computes it.
-    splits = tl.load(PLAN + seq * 5)
-    split_len = tl.load(PLAN + seq * 5 + 1)
-    lo = tl.load(PLAN + seq * 5 + 2)
-    hi = tl.load(PLAN + seq * 5 + 3)
-    slot = tl.load(PLAN + seq * 5 + 4) + split
+    splits = tl.load(PLAN + seq * PLAN_FIELDS)
+    split_len = tl.load(PLAN + seq * PLAN_FIELDS + 1)
+    lo = tl.load(PLAN + seq * PLAN_FIELDS + 2)
+    hi = tl.load(PLAN + seq * PLAN_FIELDS + 3)
+    slot = tl.load(PLAN + seq * PLAN_FIELDS + 4) + split
     diag = diagonal(n_q, n_k, BOTTOM_RIGHT)
     lo_diag = diag - win_left
     hi_diag = diag + win_right
@@ -245,8 +266,8 @@ def _merge_kernel(
     else:
         n_q = N_Q
         row_q = 0
-    splits = tl.load(PLAN + seq * 5)
-    slot = tl.load(PLAN + seq * 5 + 4)
+    splits = tl.load(PLAN + seq * PLAN_FIELDS)
+    slot = tl.load(PLAN + seq * PLAN_FIELDS + 4)
     offs_r = tl.arange(0, BLOCK_R)
     offs_d = tl.arange(0, BLOCK_D)
     mask_r = (offs_r < n_q) & (splits > 0)  # no splits: the forward computed this sequence

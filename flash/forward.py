@@ -39,7 +39,7 @@ import triton.language as tl
 
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernel is decorated)
 from flash.checks import check_features, check_inputs, check_split_keys
-from flash.scores import LOG2E, Features, diagonal, key_range, resolve, scores, visible
+from flash.scores import LOG2E, PLAN_FIELDS, Features, diagonal, key_range, resolve, scores, visible
 
 __all__ = ["LOG2E", "ForwardConfig", "flash_attention_forward", "forward_config", "launch_forward"]
 
@@ -192,7 +192,7 @@ def _flash_forward_kernel(
         hi = tl.where(first_row < n_q, hi, lo)
         if SPLIT_KV:
             # The split-KV path computes and stores this sequence: nothing to do, nothing to store.
-            split = tl.load(PLAN + seq * 5) > 0
+            split = tl.load(PLAN + seq * PLAN_FIELDS) > 0
             hi = tl.where(split, lo, hi)
             mask_q = mask_q & ~split
     full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k

@@ -115,8 +115,9 @@ def attention(
     memory per leading index). Both give gradients within the suite's error model.
 
     ``split_keys`` is the forward's split-KV option (:mod:`flash.decode`, FlashDecoding): a call with
-    few query rows per kv head (``group * n_q <= 64``) over many keys splits them in pieces of
-    ``split_keys`` (default 512) computed side by side and merged by their lse; ``0`` never splits.
+    at most 16 query rows over many keys splits them in pieces of ``split_keys`` keys (default
+    512, 1024 from 16k visible keys, 2048 from 32k: :func:`flash.decode.default_split_keys`)
+    computed side by side and merged by their lse; ``0`` never splits.
     Results agree within rounding either way.
     """
     return FlashAttention.apply(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,

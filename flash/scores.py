@@ -30,6 +30,9 @@ import triton.language as tl
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernels are decorated)
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+PLAN_FIELDS = tl.constexpr(5)
+"""Columns of a split-KV plan table (:func:`flash.decode.split_plans`): splits, keys per split,
+first key, end of the keys, first partial slot. Here because the forward reads the table too."""
 
 
 class Features(NamedTuple):

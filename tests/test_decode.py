@@ -125,14 +125,15 @@ BANDS = [dict(), dict(is_causal=True), dict(is_causal=True, causal_alignment="bo
 
 
 @pytest.mark.parametrize("band", BANDS, ids=str)
-@pytest.mark.parametrize("split_keys", [16, 100, 512])
+@pytest.mark.parametrize("split_keys", [16, 100, 512, None])
 def test_split_plans_cover_the_band_exactly(band, split_keys):
     """Every key some row sees lies in exactly one split; no split starts past the band's end; a
     plan's splits are at least 2 and fit ``MAX_SPLITS``; and the slots of a batch of sequences are
-    disjoint and within the slot count (the partials of two sequences never share memory)."""
+    disjoint and within the slot count (the partials of two sequences never share memory).
+    ``None`` is the default, whose split length grows with the band (40000 keys: 2048)."""
     is_causal = band.pop("is_causal", False)
     features = resolve(64, is_causal, **band)
-    lengths = list(itertools.product((1, 2, 5, 16, 17), (1, 31, 200, 1025, 5000)))
+    lengths = list(itertools.product((1, 2, 5, 16, 17), (1, 31, 200, 1025, 5000, 40000)))
     for n_q, n_k in lengths:
         plan = decode.split_plan(n_q, n_k, features, split_keys)
         seen = _visible_keys(n_q, n_k, features)
@@ -150,6 +151,21 @@ def test_split_plans_cover_the_band_exactly(band, split_keys):
     if table is not None:
         used = [(int(first) + s) for splits, *_, first in table.tolist() for s in range(splits)]
         assert sorted(used) == list(range(slots)) and most == max(table[:, 0].tolist())
+
+
+def test_default_split_grows_with_the_band():
+    """By default a split is 512 keys, 1024 once the band holds 32 of those, 2048 once it holds 32
+    of 1024, and no longer: the band is what a row sees (a window shortens it), and nothing of the
+    batch enters the rule, so a sequence splits alike alone, batched and packed."""
+    full = resolve(128, False)
+    assert [decode.default_split_keys(n) for n in (1024, 16383, 16384, 32767, 32768, 10**6)] == [
+        512, 512, 1024, 1024, 2048, 2048]
+    for n_k, keys in ((8191, 512), (16384, 1024), (32769, 2048), (131072, 2048)):
+        assert decode.split_plan(1, n_k, full) == decode.split_plan(1, n_k, full, keys), n_k
+    assert decode.split_plan(1, 131072, full).splits == 64
+    windowed = resolve(128, True, window=(1500, 0), causal_alignment="bottom_right")
+    assert decode.split_plan(16, 40000, windowed) == decode.split_plan(16, 40000, windowed, 512)
+    assert decode.split_plan(1, 40000, full, 512).split_len < 1024  # a named length is kept
 
 
 def _visible_keys(n_q, n_k, features):

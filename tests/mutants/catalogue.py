@@ -380,8 +380,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "mask_r = in_tile & (offs_r < GROUP * n_q)",
            "programs past a sequence's splits store an empty partial into the next sequence's slots "
            "(or past the buffer); packed sequences with fewer splits than the longest"),
-    Mutant("forward_skips_unsplit_sequences", F, "split = tl.load(PLAN + seq * 5) > 0",
-           "split = tl.load(PLAN + seq * 5) >= 0",
+    Mutant("forward_skips_unsplit_sequences", F, "split = tl.load(PLAN + seq * PLAN_FIELDS) > 0",
+           "split = tl.load(PLAN + seq * PLAN_FIELDS) >= 0",
            "packed input with a split sequence: the forward skips every sequence, so those that do not "
            "split are never computed; packed, one sequence that splits beside one that does not"),
 )
