@@ -1,7 +1,7 @@
 """Hypothesis fuzzing of attention kernels, and ``python -m fuzz``, its command line.
 
-- :mod:`fuzz.strategies`: cases (lengths on tile edges, ``n_q != n_k``, head dims, dtypes, value
-  distributions, layouts) and packed variable-length batches, sized for the CPU or the GPU;
+- :mod:`fuzz.strategies`: cases (lengths on tile edges, ``n_q != n_k``, decode pairs, head dims,
+  dtypes, value distributions, layouts) and packed variable-length batches, sized for the CPU or the GPU;
 - :mod:`fuzz.profiles`: the Hypothesis profiles (``dev``, ``ci``, ``nightly``, ``gpu``) and the one
   example database (``$FLASH_HYPOTHESIS_DB``), shared by pytest and the command line;
 - :mod:`fuzz.engine`: the Hypothesis test behind every fuzz run, keyed by check so that pytest and

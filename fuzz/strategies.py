@@ -28,6 +28,7 @@ __all__ = [
     "CPU",
     "CPU_QUICK",
     "GPU",
+    "DECODE_ROWS",
     "SIZES",
     "Size",
     "cases",
@@ -114,11 +115,29 @@ def lengths(draw, *, size: Size = CPU, block: int = BLOCK) -> int:
     return draw(st.integers(1, size.max_len))
 
 
+DECODE_ROWS = 16
+"""The most query rows of a decode pair (:func:`length_pairs`): one token, or a few speculated."""
+
+
 @st.composite
 def length_pairs(draw, *, size: Size = CPU, block: int = BLOCK) -> tuple[int, int]:
-    """``(n_q, n_k)``: equal (the simplest), or drawn independently, so ``n_q != n_k`` both ways."""
+    """``(n_q, n_k)``: equal (the simplest, half the pairs), drawn independently (so ``n_q != n_k``
+    both ways), or, one pair in eight, a decode pair: 1 to :data:`DECODE_ROWS` query rows over a
+    long cache, a tile edge in the upper half of ``size.max_len`` (GPU: 8191 to 16384 keys).
+
+    Kernels often take such calls down a path of their own (split-KV, FlashDecoding: the keys cut
+    into slices computed side by side and merged by their log-sum-exps), which independent draws
+    reach about one pair in fifty. Shrinks toward equal lengths, then toward one query row over
+    the shortest long cache.
+    """
+    kind = draw(st.integers(0, 7))
+    if kind == 7:
+        n_q = draw(st.integers(1, DECODE_ROWS))
+        m = draw(st.integers(max(1, size.max_len // (2 * block)), size.max_len // block))
+        offset = draw(st.sampled_from((1, 0, -1)))
+        return n_q, min(m * block + offset, size.max_len)
     n_q = draw(lengths(size=size, block=block))
-    if draw(st.booleans()):
+    if kind >= 4:
         return n_q, draw(lengths(size=size, block=block))
     return n_q, n_q
 

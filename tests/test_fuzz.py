@@ -22,7 +22,7 @@ from hypothesis.errors import Unsatisfiable
 from fuzz import profiles
 from fuzz.engine import database_key, fuzz_given, stored_cases
 from fuzz.runner import NOT_APPLICABLE_AFTER, OUTSIDE_LIMITS_AFTER
-from fuzz.strategies import CPU, CPU_QUICK, GPU, cases, varlen_cases
+from fuzz.strategies import BLOCK, CPU, CPU_QUICK, DECODE_ROWS, GPU, cases, varlen_cases
 from oracle.dense import dense_attention
 from oracle.varlen import varlen_mask
 from properties import ALL_CHECKS
@@ -122,6 +122,27 @@ def test_cases_start_from_the_simplest_and_shrink_to_tile_edges():
     tail = find(cases(size=CPU), lambda case: case.n_k % 64 == 1 and case.n_k > 1,
                 settings=settings(database=None, max_examples=2000))
     assert (tail.n_k, tail.head_dim, tail.leading) == (65, 16, ())
+
+
+@pytest.mark.parametrize("size", [CPU, GPU], ids=lambda size: f"size={size.name}")
+def test_cases_draw_decode_shapes_often(size):
+    """A decode pair (a few query rows over a long cache: the calls a split-KV path takes) is one
+    pair in eight by the strategy's weights, one in 9-12 as Hypothesis draws them (independent
+    lengths alone: about one in 50 on the GPU size), so a fuzz run of a few dozen cases meets
+    several; shrunk, one row over the shortest long cache the size draws."""
+    shortest = size.max_len // (2 * BLOCK) * BLOCK - 1
+    decode = lambda case: case.n_q <= DECODE_ROWS and case.n_k >= shortest
+    seen = []
+
+    @given(cases(size=size))
+    @settings(database=None, max_examples=400, derandomize=True, deadline=None)
+    def draw(case):
+        seen.append(decode(case))
+
+    draw()
+    assert sum(seen) >= len(seen) // 16, (sum(seen), len(seen))  # drawn: 34-47 of 400
+    small = find(cases(size=size), decode, settings=settings(database=None, max_examples=2000))
+    assert small.n_q == 1 and shortest <= small.n_k <= shortest + 2, small
 
 
 def test_varlen_cases_start_from_one_sequence_of_length_1_and_shrink_there():
