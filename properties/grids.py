@@ -210,6 +210,18 @@ def decode_cpu_cases() -> list[Case]:
     ]
 
 
+def decode_long_cpu_cases() -> list[Case]:
+    """Decoding over a long cache, sized for the interpreter by a small head dim: one row over 16k
+    keys (multi-query) and three rows over 32k (causal, bottom-right, strided, float16). A split-KV
+    path may cut a long cache into longer pieces than a short one (``flash`` does: 1024 keys from
+    16k, 2048 from 32k); these reach such pieces on the CPU. Too long for the checks that read the
+    probabilities back (``n_k / d`` calls): the oracle checks run on them."""
+    return [
+        Case(3, 32769, 16, (1,), "float16", True, "strided", seed=2, causal_alignment="bottom_right"),
+        Case(1, 16385, 16, (2,), "float32", False, seed=1, kv_heads=1),
+    ]
+
+
 def decode_gpu_cases() -> list[Case]:
     """Decoding cases for a compiled kernel: one row over 32k keys with GQA 4:1 (the shape a split-KV
     path is for) and speculative decoding (4 and 16 rows, bottom-right) with a softcap or a window,

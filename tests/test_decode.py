@@ -22,9 +22,15 @@ from properties import ALL_CHECKS, load_kernel
 from properties.grids import (
     decode_cpu_cases,
     decode_gpu_cases,
+    decode_long_cpu_cases,
     feature_cpu_cases,
     property_cpu_cases,
     property_gpu_cases,
+)
+from properties.oracle_agreement import (
+    check_gradients_match_oracle,
+    check_lse_matches_oracle,
+    check_output_matches_oracle,
 )
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_grids import (
@@ -53,6 +59,22 @@ def test_decode(kernel, check, case):
 @pytest.mark.parametrize("check", CHECKS)
 @pytest.mark.parametrize("case", case_params(decode_gpu_cases(), gpu=True))
 def test_decode_gpu(kernel, check, case):
+    run_check(check, kernel, case)
+
+
+_LONG = decode_long_cpu_cases()
+_LONG_ORACLE = [check_output_matches_oracle, check_lse_matches_oracle]
+
+
+@pytest.mark.parametrize("check, case", [
+    pytest.param(check, case, id=f"{check.__name__}-{case}")
+    for case in _LONG for check in _LONG_ORACLE
+] + [pytest.param(check_gradients_match_oracle, _LONG[0],
+                  id=f"check_gradients_match_oracle-{_LONG[0]}")])
+def test_decode_long_cache(kernel, check, case):
+    """The oracle checks over a long cache (16k and 32k keys), the gradients on one case (the
+    backward reads the forward's lse, which the lse check holds already; each costs half a minute
+    in the interpreter)."""
     run_check(check, kernel, case)
 
 
@@ -117,6 +139,8 @@ def test_the_grids_reach_the_split_path():
     packed = [decode.split_plan(n_q, n_k, _features(c))
               for c in varlen_decode_cpu_cases() for n_q, n_k in zip(c.seqlens_q, c.seqlens_k)]
     assert sum(p is not None for p in packed) >= 1, packed
+    long = [decode.split_plan(c.n_q, c.n_k, _features(c)) for c in decode_long_cpu_cases()]
+    assert sorted(decode.default_split_keys(p.hi - p.lo) for p in long) == [1024, 2048], long
 
 
 BANDS = [dict(), dict(is_causal=True), dict(is_causal=True, causal_alignment="bottom_right"),

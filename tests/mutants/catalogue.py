@@ -362,6 +362,10 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("split_end_drops_last_key", D, "end = tl.minimum(start + split_len, hi)",
            "end = tl.minimum(start + split_len, hi - 1)",
            "the last key some row sees is in no split; any call that splits"),
+    Mutant("long_splits_truncated_at_1024_keys", D, "end = tl.minimum(start + split_len, hi)",
+           "end = tl.minimum(start + tl.minimum(split_len, 1024), hi)",
+           "a split longer than 1024 keys ends after 1024: keys past that in no split; the default split "
+           "of a cache of 16k keys or more"),
     Mutant("split_rows_head_by_modulo", D,
            "q_slice = kv_slice * GROUP + offs_r // tl.maximum(n_q, 1)",
            "q_slice = kv_slice * GROUP + offs_r % GROUP",
