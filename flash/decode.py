@@ -209,7 +209,9 @@ def _split_kv_kernel(
         in_tile = offs_r == offs_r
         first_r = tile * BLOCK_Q
     offs_d = tl.arange(0, BLOCK_D)
-    mask_r = in_tile & (offs_r < GROUP * n_q) & (split < splits)
+    # (split < splits) as a vector: Triton 3.9 turns a vector of bools & a scalar bool into int32,
+    # which tl.load refuses as a mask.
+    mask_r = in_tile & (offs_r < GROUP * n_q) & (offs_r * 0 + split < splits)
     mask_d = offs_d < HEAD_DIM
     rows = offs_r % tl.maximum(n_q, 1)
     q_slice = kv_slice * GROUP + offs_r // tl.maximum(n_q, 1)
@@ -270,7 +272,8 @@ def _merge_kernel(
     slot = tl.load(PLAN + seq * PLAN_FIELDS + 4)
     offs_r = tl.arange(0, BLOCK_R)
     offs_d = tl.arange(0, BLOCK_D)
-    mask_r = (offs_r < n_q) & (splits > 0)  # no splits: the forward computed this sequence
+    # No splits: the forward computed this sequence. (splits > 0 as a vector: see _split_kv_kernel.)
+    mask_r = (offs_r < n_q) & (offs_r * 0 + splits > 0)
     mask = mask_r[:, None] & (offs_d < HEAD_DIM)[None, :]
     m = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)
     w_sum = tl.zeros([BLOCK_R], dtype=tl.float32)

@@ -194,7 +194,8 @@ def _flash_forward_kernel(
             # The split-KV path computes and stores this sequence: nothing to do, nothing to store.
             split = tl.load(PLAN + seq * PLAN_FIELDS) > 0
             hi = tl.where(split, lo, hi)
-            mask_q = mask_q & ~split
+            mask_q = mask_q & (offs_q * 0 + split.to(tl.int32) == 0)  # a vector: Triton 3.9 makes
+            # a vector of bools & a scalar bool int32, which tl.load refuses as a mask
     full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k
     if HAS_RIGHT:
         full_hi = tl.minimum(full_hi, (tl.maximum(first_row + hi_diag + 1, 0) // BLOCK_K) * BLOCK_K)

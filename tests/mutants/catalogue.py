@@ -380,7 +380,7 @@ CATALOGUE: tuple[Mutant, ...] = (
            "part = (split * num_q_slices + q_slice).to(tl.int64) * part_rows + offs_r",
            "the merge reads every packed sequence's splits from the first sequence's slots; packed, two "
            "sequences that split"),
-    Mutant("split_past_plan_stores", D, "mask_r = in_tile & (offs_r < GROUP * n_q) & (split < splits)",
+    Mutant("split_past_plan_stores", D, "mask_r = in_tile & (offs_r < GROUP * n_q) & (offs_r * 0 + split < splits)",
            "mask_r = in_tile & (offs_r < GROUP * n_q)",
            "programs past a sequence's splits store an empty partial into the next sequence's slots "
            "(or past the buffer); packed sequences with fewer splits than the longest"),
