@@ -105,10 +105,7 @@ def lengths(draw, *, size: Size = CPU, block: int = BLOCK) -> int:
     """
     kind = draw(st.integers(0, 19))
     if kind < 12 or (kind == 19 and size.rare_max_len):
-        top = size.max_len if kind < 12 else size.rare_max_len
-        m = draw(st.integers(0, top // block))
-        offset = draw(st.sampled_from((1, 0, -1)))
-        return min(max(1, m * block + offset), top)
+        return draw(_tile_edges(size.max_len if kind < 12 else size.rare_max_len, block))
     if size.log_lengths:
         top = draw(st.integers(0, int(math.log2(size.max_len)) - 1))
         return draw(st.integers(2**top, 2 ** (top + 1)))
@@ -117,6 +114,15 @@ def lengths(draw, *, size: Size = CPU, block: int = BLOCK) -> int:
 
 DECODE_ROWS = 16
 """The most query rows of a decode pair (:func:`length_pairs`): one token, or a few speculated."""
+
+
+@st.composite
+def _tile_edges(draw, top: int, block: int, lowest: int = 0) -> int:
+    """A tile edge ``m * block + offset``, ``m`` from ``lowest`` up, offset in (+1, 0, -1), within
+    ``1..top``; ``m`` and the offset drawn apart, so shrinking walks ``m`` down."""
+    m = draw(st.integers(lowest, top // block))
+    offset = draw(st.sampled_from((1, 0, -1)))
+    return min(max(1, m * block + offset), top)
 
 
 @st.composite
@@ -133,9 +139,7 @@ def length_pairs(draw, *, size: Size = CPU, block: int = BLOCK) -> tuple[int, in
     kind = draw(st.integers(0, 7))
     if kind == 7:
         n_q = draw(st.integers(1, DECODE_ROWS))
-        m = draw(st.integers(max(1, size.max_len // (2 * block)), size.max_len // block))
-        offset = draw(st.sampled_from((1, 0, -1)))
-        return n_q, min(m * block + offset, size.max_len)
+        return n_q, draw(_tile_edges(size.max_len, block, lowest=max(1, size.max_len // (2 * block))))
     n_q = draw(lengths(size=size, block=block))
     if kind >= 4:
         return n_q, draw(lengths(size=size, block=block))
