@@ -12,6 +12,8 @@ it reads k and v: ``2 * batch * kv_heads * n_k * d * itemsize`` bytes over the m
 - ``kernel``: ``flash.attention`` as a caller gets it (GQA in place; the split-KV path,
   :mod:`flash.decode`, when the call qualifies);
 - ``kernel_split<N>``: the same with ``split_keys=N`` (``0``: the one-program-per-query-tile forward);
+- ``kernel_full``: ``kernel`` with :mod:`flash.replay` off, so that every call runs its checks,
+  tables and Triton's launcher in full (the host time a replay saves);
 - ``sdpa_flash``, ``sdpa_cudnn``: SDPA held to one backend, ``enable_gqa=True``;
 - ``flex``: ``torch.compile(flex_attention)``, ``enable_gqa=True``, no mask (compiled outside
   the timing);
@@ -32,6 +34,7 @@ import torch.nn.functional as F
 import triton.testing
 
 import flash
+from flash import replay
 
 
 def backends(split_keys: list[int]) -> dict:
@@ -47,6 +50,15 @@ def backends(split_keys: list[int]) -> dict:
         return run
 
     out = {"kernel": lambda q, k, v: flash.attention(q, k, v)}
+
+    def full(q, k, v):
+        enabled, replay.ENABLED = replay.ENABLED, False
+        try:
+            return flash.attention(q, k, v)
+        finally:
+            replay.ENABLED = enabled
+
+    out["kernel_full"] = full
     for n in split_keys:
         out[f"kernel_split{n}"] = lambda q, k, v, n=n: flash.attention(q, k, v, split_keys=n)
     out["sdpa_flash"] = sdpa(SDPBackend.FLASH_ATTENTION)

@@ -37,9 +37,10 @@ import torch
 import triton
 import triton.language as tl
 
+from flash import replay
 from flash._runtime import INTERPRET  # (sets TRITON_INTERPRET before the kernels are decorated)
 from flash.forward import _attend_key_tiles, offset_alignment, padded_head_dim
-from flash.scores import PLAN_FIELDS, Features, diagonal
+from flash.scores import PLAN_FIELDS, Features, as_vector, diagonal
 
 __all__ = ["MAX_SPLIT_ROWS", "SPLIT_KEYS", "SplitPlan", "default_split_keys", "launch_split_kv",
            "split_plan", "split_plans"]
@@ -209,9 +210,7 @@ def _split_kv_kernel(
         in_tile = offs_r == offs_r
         first_r = tile * BLOCK_Q
     offs_d = tl.arange(0, BLOCK_D)
-    # (split < splits) as a vector: Triton 3.9 turns a vector of bools & a scalar bool into int32,
-    # which tl.load refuses as a mask.
-    mask_r = in_tile & (offs_r < GROUP * n_q) & (offs_r * 0 + split < splits)
+    mask_r = in_tile & (offs_r < GROUP * n_q) & as_vector(split < splits, offs_r)
     mask_d = offs_d < HEAD_DIM
     rows = offs_r % tl.maximum(n_q, 1)
     q_slice = kv_slice * GROUP + offs_r // tl.maximum(n_q, 1)
@@ -272,8 +271,7 @@ def _merge_kernel(
     slot = tl.load(PLAN + seq * PLAN_FIELDS + 4)
     offs_r = tl.arange(0, BLOCK_R)
     offs_d = tl.arange(0, BLOCK_D)
-    # No splits: the forward computed this sequence. (splits > 0 as a vector: see _split_kv_kernel.)
-    mask_r = (offs_r < n_q) & (offs_r * 0 + splits > 0)
+    mask_r = (offs_r < n_q) & as_vector(splits > 0, offs_r)  # no splits: the forward computed it
     mask = mask_r[:, None] & (offs_d < HEAD_DIM)[None, :]
     m = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)
     w_sum = tl.zeros([BLOCK_R], dtype=tl.float32)
@@ -310,7 +308,7 @@ def launch_split_kv(
     plans: tuple[torch.Tensor, int, int], *, o_strides: tuple[int, int],
     lse_strides: tuple[int, int], n_q: int, n_k: int, slices: int, sequences: int, group: int,
     features: Features, split_keys: int | None = None, num_warps: int | None = None,
-    num_stages: int | None = None,
+    num_stages: int | None = None, recording: replay.Recording | None = None,
 ) -> None:
     """Run the split-KV path of the sequences ``plans`` splits (:func:`split_plans`): partials, merge.
 
@@ -323,10 +321,10 @@ def launch_split_kv(
     varlen = cu_seqlens_q is not None
     d = q.shape[-1]
     part_rows = min(n_q, MAX_SPLIT_ROWS)
-    o_part = torch.empty((slots, slices, part_rows, d), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((slots, slices, part_rows), dtype=torch.float32, device=q.device)
-    args = features.kernel_args(varlen, n_q, n_k)
-    args.pop("EMPTY_ROWS")  # a split may leave any row empty: the kernel always allows for it
+    o_part = replay.empty(recording, "o_part", (slots, slices, part_rows, d), torch.float32, q.device)
+    lse_part = replay.empty(recording, "lse_part", (slots, slices, part_rows), torch.float32, q.device)
+    args_of_features = features.kernel_args(varlen, n_q, n_k)
+    args_of_features.pop("EMPTY_ROWS")  # a split may leave any row empty: the kernel always allows for it
     cu_q = cu_seqlens_q if varlen else table
     cu_k = cu_seqlens_k if varlen else table
     # On a GPU a tile packs the group's rows, several heads to a tile, so that a kv head is read
@@ -346,11 +344,11 @@ def launch_split_kv(
     if q.dtype == torch.float32 and block_d >= 128:
         block_k = min(block_k, 32)
     stages = 2 if block_d == 256 else 3
-    _split_kv_kernel[(sequences * (slices // group) * row_tiles * max_splits,)](
-        q, k, v, o_part, lse_part, table, q_offsets, k_offsets, v_offsets, cu_q, cu_k,
-        q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1), v.stride(-2), v.stride(-1),
-        n_q, n_k, d, group, slices, row_tiles, max_splits, part_rows,
-        **args,
+    args = (q, k, v, o_part, lse_part, table, q_offsets, k_offsets, v_offsets, cu_q, cu_k,
+            q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1), v.stride(-2), v.stride(-1),
+            n_q, n_k, d, group, slices, row_tiles, max_splits, part_rows)
+    meta = dict(
+        **args_of_features,
         VARLEN=varlen,
         ONE_HEAD_PER_TILE=one_head,
         BLOCK_Q=TILE_ROWS,
@@ -361,11 +359,11 @@ def launch_split_kv(
         num_warps=4 if num_warps is None else num_warps,
         num_stages=stages if num_stages is None else num_stages,
     )
-    _merge_kernel[(sequences * slices,)](
-        o_part, lse_part, table, o, lse, cu_q, *o_strides, *lse_strides,
-        n_q, d, slices, part_rows,
-        VARLEN=varlen,
-        BLOCK_R=max(16, triton.next_power_of_2(part_rows)),
-        BLOCK_D=block_d,
-        num_warps=4,
-    )
+    replay.launch(_split_kv_kernel, sequences * (slices // group) * row_tiles * max_splits, args,
+                  meta, ("q", "k", "v", "o_part", "lse_part"), recording)
+    args = (o_part, lse_part, table, o, lse, cu_q, *o_strides, *lse_strides, n_q, d, slices,
+            part_rows)
+    meta = dict(VARLEN=varlen, BLOCK_R=max(16, triton.next_power_of_2(part_rows)), BLOCK_D=block_d,
+                num_warps=4)
+    replay.launch(_merge_kernel, sequences * slices, args, meta,
+                  ("o_part", "lse_part", None, "o", "lse"), recording)

@@ -126,6 +126,16 @@ def diagonal(n_q, n_k, BOTTOM_RIGHT: tl.constexpr):
 
 
 @triton.jit
+def as_vector(flag, like):
+    """The scalar condition ``flag`` as a vector of bools shaped like ``like``.
+
+    For a mask: under Triton 3.9 a vector of bools ``&`` a scalar bool is int32, which ``tl.load``
+    and ``tl.store`` refuse as a mask ("mask has unsupported dtype"); a vector ``&`` a vector is bool.
+    """
+    return like * 0 + flag.to(tl.int32) != 0
+
+
+@triton.jit
 def visible(seen, rows, cols, lo_diag, hi_diag, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
     """``seen`` (the caller's length mask) and the band ``rows + lo_diag <= cols <= rows + hi_diag``
     (broadcast; each bound only if flagged)."""

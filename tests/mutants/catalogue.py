@@ -20,6 +20,7 @@ V = "flash.varlen"
 S = "flash.scores"
 FN = "flash.function"
 D = "flash.decode"
+R = "flash.replay"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- softmax scale --
@@ -137,8 +138,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "out = pid_b.to(tl.int64) * stride_gs + rows_k * stride_gn + offs_d[None, :]",
            "dk/dv of every sequence written at the first sequence's rows; varlen, 2 sequences"),
     # -- side effects --
-    Mutant("output_written_over_q", F, "    o = torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)\n",
-           "    o = q if q.is_contiguous() else torch.empty((*lead, n_q, d), dtype=q.dtype, device=q.device)\n",
+    Mutant("output_written_over_q", F, "    o = replay.empty(recording, \"o\", (*lead, n_q, d), q.dtype, q.device)\n",
+           "    o = q if q.is_contiguous() else replay.empty(recording, \"o\", (*lead, n_q, d), q.dtype, q.device)\n",
            "o stored into q's own buffer when q is contiguous (each program reads its q tile before it "
            "stores o there, so o is right): the caller's q is lost; any contiguous q"),
     # -- a held-out round (2026-12-01): bugs written without looking at the tests, see docs/mutation.md --
@@ -380,7 +381,7 @@ CATALOGUE: tuple[Mutant, ...] = (
            "part = (split * num_q_slices + q_slice).to(tl.int64) * part_rows + offs_r",
            "the merge reads every packed sequence's splits from the first sequence's slots; packed, two "
            "sequences that split"),
-    Mutant("split_past_plan_stores", D, "mask_r = in_tile & (offs_r < GROUP * n_q) & (offs_r * 0 + split < splits)",
+    Mutant("split_past_plan_stores", D, "mask_r = in_tile & (offs_r < GROUP * n_q) & as_vector(split < splits, offs_r)",
            "mask_r = in_tile & (offs_r < GROUP * n_q)",
            "programs past a sequence's splits store an empty partial into the next sequence's slots "
            "(or past the buffer); packed sequences with fewer splits than the longest"),
@@ -388,4 +389,19 @@ CATALOGUE: tuple[Mutant, ...] = (
            "split = tl.load(PLAN + seq * PLAN_FIELDS) >= 0",
            "packed input with a split sequence: the forward skips every sequence, so those that do not "
            "split are never computed; packed, one sequence that splits beside one that does not"),
+    # -- the replay of a recorded call (flash.replay): what the signature holds, what is substituted --
+    Mutant("replay_key_ignores_k_strides", R, "k.shape, k.stride(), k.dtype", "k.shape, k.dtype",
+           "a call whose k has another layout (same shape) replays the launch recorded with the first "
+           "layout's strides: it reads k wrongly; any two calls with k of two layouts"),
+    Mutant("replay_key_ignores_alignment", R, "q.data_ptr() % 256,", "0,",
+           "a call whose q is a view at another alignment replays a kernel compiled for 16-byte-aligned "
+           "q (misaligned vector loads on a GPU); two calls, q aligned then not"),
+    Mutant("replay_key_ignores_option_types", R, "*[_typed(option) for option in options])",
+           "*options)",
+           "an option equal to a recorded one but of a type the checks refuse (scale=True after 1.0, "
+           "window=(2, 2.0) after (2, 2)) replays instead of raising"),
+    Mutant("replay_reuses_recorded_tensors", R, "head = tuple((role, None if role else value)",
+           "head = tuple((None, value)",
+           "the recording keeps the first call's tensors and replays on them: later calls return an "
+           "output never written (and keep the first call's memory alive); any repeated signature"),
 )
