@@ -52,11 +52,8 @@ def backends(split_keys: list[int]) -> dict:
     out = {"kernel": lambda q, k, v: flash.attention(q, k, v)}
 
     def full(q, k, v):
-        enabled, replay.ENABLED = replay.ENABLED, False
-        try:
+        with replay.disabled():
             return flash.attention(q, k, v)
-        finally:
-            replay.ENABLED = enabled
 
     out["kernel_full"] = full
     for n in split_keys:

@@ -183,3 +183,12 @@ def test_tune_needs_a_gpu(capsys):
         pytest.skip("has a GPU: the sweep would run")
     assert tune.main(["--pass", "fwd"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_compare_read_paths_needs_a_gpu(capsys):
+    from benchmarks import compare_read_paths
+
+    if torch.cuda.is_available():
+        pytest.skip("has a GPU: the comparison would run")
+    assert compare_read_paths.main() == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err

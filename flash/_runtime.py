@@ -18,3 +18,33 @@ if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 """True when the kernels run in Triton's interpreter (on CPU tensors)."""
+
+
+def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # PyTorch's caching allocator returns 256-byte aligned blocks on the current device and stream,
+    # where Triton launches.
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def ensure_scratch_allocator() -> None:
+    """Give Triton an allocator for kernels that need global scratch memory, unless one is set.
+
+    A kernel that builds tensor descriptors on the device (``tl.make_tensor_descriptor``) asks
+    Triton's launcher for a few bytes of scratch per program, from the allocator set with
+    ``triton.set_allocator``; without one the launch raises. The allocator lives in a context
+    variable (per thread), so this runs before each such launch, in the launching thread, and
+    leaves an allocator the caller set alone.
+    """
+    if INTERPRET:
+        return  # the interpreter builds descriptors on the host
+    import triton  # here, not at the top: triton must be imported after TRITON_INTERPRET is set
+
+    try:
+        from triton.runtime import _allocation
+
+        current = _allocation._allocator.get()
+        unset = isinstance(current, _allocation.NullAllocator)
+    except (ImportError, AttributeError):  # another Triton's internals: set ours
+        unset = True
+    if unset:
+        triton.set_allocator(_scratch)

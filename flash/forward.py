@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from typing import NamedTuple
 
 import torch
@@ -39,6 +40,7 @@ import triton.language as tl
 
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernel is decorated)
 from flash import replay
+from flash._runtime import ensure_scratch_allocator
 from flash.checks import check_features, check_inputs, check_split_keys
 from flash.scores import (
     LOG2E,
@@ -66,26 +68,33 @@ def _attend_key_tiles(
     EMPTY_ROWS: tl.constexpr,
     BLOCK_K: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    TMA: tl.constexpr = False,
 ):
     """The online softmax over key tiles ``[lo, hi)``; returns the updated ``acc, l_i, m_i``.
 
     ``MASKED=False`` is for tiles that every row sees whole (no key past ``n_k``, none outside a
     row's band): no mask is built, loaded or applied. ``MASKED=True`` hides keys past ``n_k`` and
-    outside the band (:func:`flash.scores.visible`).
+    outside the band (:func:`flash.scores.visible`). With ``TMA``, ``k_base`` and ``v_base`` are
+    tensor descriptors of the slice's ``[n_k, d]`` k and v (:func:`tma_descriptors`), whose loads
+    fill the rows past ``n_k`` and the columns past ``d`` with zeros, as the masked loads do.
     """
     offs_k = tl.arange(0, BLOCK_K)
     for start_k in range(lo, hi, BLOCK_K):
         cols = start_k + offs_k
         mask_k = cols < n_k
         # -- load k transposed, [D, BK], so that q @ kt is [BQ, BK] --
-        kt_ptrs = k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd
-        v_ptrs = v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :] * stride_vd
-        if MASKED:
-            kt = tl.load(kt_ptrs, mask=mask_d[:, None] & mask_k[None, :], other=0.0)
-            v = tl.load(v_ptrs, mask=mask_k[:, None] & mask_d[None, :], other=0.0)
+        if TMA:
+            kt = k_base.load([start_k, 0]).T
+            v = v_base.load([start_k, 0])
         else:
-            kt = tl.load(kt_ptrs, mask=mask_d[:, None], other=0.0)
-            v = tl.load(v_ptrs, mask=mask_d[None, :], other=0.0)
+            kt_ptrs = k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd
+            v_ptrs = v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :] * stride_vd
+            if MASKED:
+                kt = tl.load(kt_ptrs, mask=mask_d[:, None] & mask_k[None, :], other=0.0)
+                v = tl.load(v_ptrs, mask=mask_k[:, None] & mask_d[None, :], other=0.0)
+            else:
+                kt = tl.load(kt_ptrs, mask=mask_d[:, None], other=0.0)
+                v = tl.load(v_ptrs, mask=mask_d[None, :], other=0.0)
         # -- scores (base 2, softcapped if asked); if masked, hidden keys at -inf --
         s, _ = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
         if MASKED:
@@ -135,6 +144,7 @@ def _flash_forward_kernel(
     BLOCK_D: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
     OFFSET_ALIGN: tl.constexpr,  # a power of two that divides every slice offset (in elements)
+    TMA: tl.constexpr = False,  # read k and v through tensor descriptors (tma_eligible)
 ):
     # One program per (query tile, slice[, sequence]). The query tile varies fastest, so programs
     # that run side by side read the same K/V slice and share it in L2. (A grouped-query slice
@@ -216,24 +226,31 @@ def _flash_forward_kernel(
     # the tiles every row sees whole.
     full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
     full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
+    if TMA:
+        # The slice's [n_k, d] k and v as tensor descriptors: the copy engine fetches whole tiles,
+        # zero past n_k and d (the host checked the alignments TMA needs: tma_eligible).
+        k_base = tl.make_tensor_descriptor(k_base, shape=[n_k, HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_K, BLOCK_D])
+        v_base = tl.make_tensor_descriptor(v_base, shape=[n_k, HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_K, BLOCK_D])
 
     acc, l_i, m_i = _attend_key_tiles(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
         offs_q, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, lo, full_lo,
         MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP,
-        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION, TMA=TMA,
     )
     acc, l_i, m_i = _attend_key_tiles(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
         offs_q, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_lo, full_hi,
         MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP,
-        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION, TMA=TMA,
     )
     acc, l_i, m_i = _attend_key_tiles(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
         offs_q, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_hi, hi,
         MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP,
-        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION,
+        EMPTY_ROWS=EMPTY_ROWS, BLOCK_K=BLOCK_K, INPUT_PRECISION=INPUT_PRECISION, TMA=TMA,
     )
 
     # A row that saw a key has l_i >= 1 (its max contributes exp2(0) = 1), so neither the
@@ -262,8 +279,8 @@ class ForwardConfig(NamedTuple):
     num_stages: int
 
 
-def forward_config(head_dim: int, dtype: torch.dtype) -> ForwardConfig:
-    """Default launch parameters, keyed on the padded head dim and the dtype.
+def forward_config(head_dim: int, dtype: torch.dtype, tma: bool = False) -> ForwardConfig:
+    """Default launch parameters, keyed on the padded head dim, the dtype and the read path.
 
     16-bit inputs up to d = 128: 128 query rows per program (8 warps) and 64-wide key tiles in a
     3-stage pipeline, chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton
@@ -272,8 +289,17 @@ def forward_config(head_dim: int, dtype: torch.dtype) -> ForwardConfig:
     numbers). A float32 tile takes twice the shared memory of a 16-bit one, and with d = 256 the q
     tile and two pipelined k/v tiles would not fit in an H100's 228 KB: those keep the untuned
     64-row tiles, with one stage and 32-wide key tiles where memory is short.
+
+    ``tma`` (k and v read through tensor descriptors, :func:`tma_eligible`: 16-bit, padded d = 128):
+    128x128 tiles, 8 warps, 3 stages. Measured on the H200 (2026-12-03, bf16, one run,
+    docs/speed.md): 505 TFLOP/s at B=4 H=16 n=4096 non-causal against 460 for the descriptors with
+    128x64 tiles and 427 for the pointer path with 128x64 tiles; 448 / 409 / 376 causal; 532-540
+    against 438-440 at n=16384. (With 2 stages ptxas crashed; at d = 64 the descriptors gained 3%
+    non-causal and lost 25-39% causal, so d = 64 keeps the pointer path.)
     """
     block_d = padded_head_dim(head_dim)
+    if tma and dtype != torch.float32 and block_d == 128:
+        return ForwardConfig(128, 128, 8, 3)
     if dtype == torch.float32:
         if block_d >= 128:
             return ForwardConfig(64, 32, 8 if block_d == 256 else 4, 1)
@@ -434,7 +460,8 @@ def launch_forward(
     checked every argument.
     """
     d = q.shape[-1]
-    config = forward_config(d, q.dtype)
+    tma = tma_eligible(k, v, padded_head_dim(d))
+    config = forward_config(d, q.dtype, tma)
     block_q = config.block_q if block_q is None else block_q
     block_k = config.block_k if block_k is None else block_k
     for name, block in (("block_q", block_q), ("block_k", block_k)):
@@ -462,8 +489,36 @@ def launch_forward(
         BLOCK_D=padded_head_dim(d),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         OFFSET_ALIGN=offset_alignment(q, k, v),
+        TMA=tma,
         num_warps=config.num_warps if num_warps is None else num_warps,
         num_stages=config.num_stages if num_stages is None else num_stages,
     )
+    if meta["TMA"]:
+        ensure_scratch_allocator()
     replay.launch(_flash_forward_kernel, num_q_tiles * slices * sequences, args, meta,
                   ("q", "k", "v", "o", "lse"), recording)
+
+
+TMA: bool = os.environ.get("FLASH_TMA", "1") != "0"
+"""Read k and v through tensor descriptors where :func:`tma_eligible` allows (``FLASH_TMA=0`` in the
+environment, or ``False`` here: never; set it before the first call of a shape, whose launch the
+replay keeps)."""
+
+
+def tma_eligible(k: torch.Tensor, v: torch.Tensor, block_d: int) -> bool:
+    """Whether the forward may read ``k`` and ``v`` through tensor descriptors (TMA).
+
+    A descriptor needs its base and every stride but the last 16-byte aligned and the last stride
+    1: each slice's base is ``data_ptr`` plus a slice offset (a multiple of
+    :func:`offset_alignment`) plus a row times the row stride (packed input: the sequence's first
+    row). Only 16-bit inputs with a padded head dim of 128, where it was measured faster
+    (:func:`forward_config`); the others keep the pointer path, which takes any layout.
+    """
+    if not TMA or k.dtype not in (torch.float16, torch.bfloat16) or block_d != 128:
+        return False
+    size = k.element_size()
+    for t in (k, v):
+        if t.stride(-1) != 1 or t.stride(-2) <= 0 or (t.stride(-2) * size) % 16 \
+                or t.data_ptr() % 16:
+            return False
+    return (offset_alignment(k, v) * size) % 16 == 0

@@ -30,12 +30,18 @@ def _check_backward(backward: object) -> None:
         raise ValueError(f"backward must be one of {sorted(BACKWARDS)}, got {backward!r}")
 
 
+def _run_forward(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+                 split_keys):
+    """Check ``backward``, then run the forward kernel: ``(o, lse)``."""
+    _check_backward(backward)
+    return flash_attention_forward(q, k, v, is_causal, scale=scale, window=window, softcap=softcap,
+                                   causal_alignment=causal_alignment, split_keys=split_keys)
+
+
 def _forward(ctx, q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
              split_keys):
-    _check_backward(backward)
-    o, lse = flash_attention_forward(q, k, v, is_causal, scale=scale, window=window,
-                                     softcap=softcap, causal_alignment=causal_alignment,
-                                     split_keys=split_keys)
+    o, lse = _run_forward(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+                          split_keys)
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.is_causal = is_causal
     ctx.features = resolve(q.shape[-1], is_causal, scale, window, softcap, causal_alignment)
@@ -132,9 +138,8 @@ def attention(
     Results agree within rounding either way.
     """
     if not _needs_graph(q, k, v):
-        _check_backward(backward)
-        return flash_attention_forward(q, k, v, is_causal, scale=scale, window=window, softcap=softcap,
-                                       causal_alignment=causal_alignment, split_keys=split_keys)[0]
+        return _run_forward(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+                            split_keys)[0]
     return FlashAttention.apply(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
                                 split_keys)
 
@@ -151,8 +156,7 @@ def attention_with_lse(
     The lse is returned for inspection and is not differentiable; gradients flow through ``o``.
     """
     if not _needs_graph(q, k, v):
-        _check_backward(backward)
-        return flash_attention_forward(q, k, v, is_causal, scale=scale, window=window, softcap=softcap,
-                                       causal_alignment=causal_alignment, split_keys=split_keys)
+        return _run_forward(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,
+                            split_keys)
     return _FlashAttentionWithLse.apply(q, k, v, is_causal, backward, scale, window, softcap,
                                         causal_alignment, split_keys)

@@ -33,16 +33,17 @@ launches through ``kernel[grid]``.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import triton
 
-from flash._runtime import INTERPRET
+from flash._runtime import INTERPRET, ensure_scratch_allocator
 
-__all__ = ["ENABLED", "Recording", "empty", "launch", "signature"]
+__all__ = ["ENABLED", "Recording", "disabled", "empty", "launch", "signature"]
 
 ENABLED: bool = os.environ.get("FLASH_REPLAY", "1") != "0"
 """Replay calls of a recorded signature (``FLASH_REPLAY=0``: never)."""
@@ -73,10 +74,14 @@ class Recording:
     def __init__(self) -> None:
         self.allocations: list[tuple[str, tuple[int, ...], torch.dtype, torch.device]] = []
         self.launches: list[_Launch] = []
+        self.scratch = False
+        """Whether a launch needs Triton's scratch allocator (tensor descriptors built on the GPU)."""
 
     def replay(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
         """Run the recorded call on new inputs; returns every tensor by role (``"o"``, ``"lse"``, ...)."""
         tensors = {"q": q, "k": k, "v": v}
+        if self.scratch:
+            ensure_scratch_allocator()  # per thread (flash._runtime): this one may not have it yet
         for role, shape, dtype, device in self.allocations:
             tensors[role] = torch.empty(shape, dtype=dtype, device=device)
         for run in self.launches:
@@ -91,7 +96,9 @@ def signature(q: object, k: object, v: object, *options: object) -> tuple | None
     dtypes, devices, the data pointers' alignment), the current CUDA device (where Triton
     launches), and each option with its type, and its items' (``True`` and ``1`` are different
     calls: the checks accept one and refuse the other). ``None`` when replay is off, an input is not exactly a
-    ``torch.Tensor`` (a subclass may behave otherwise), or an option is not hashable.
+    ``torch.Tensor`` (a subclass may behave otherwise). A key with an unhashable option is
+    neither found nor kept (:func:`recorded`, :func:`remember`): hashing it here too would cost
+    every call a second hash on the hot path.
     """
     if not ENABLED or type(q) is not torch.Tensor or type(k) is not torch.Tensor \
             or type(v) is not torch.Tensor:
@@ -101,10 +108,6 @@ def signature(q: object, k: object, v: object, *options: object) -> tuple | None
            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() % 256,
            torch.cuda.current_device() if q.is_cuda else None,
            *[_typed(option) for option in options])
-    try:
-        hash(key)
-    except TypeError:
-        return None
     return key
 
 
@@ -117,14 +120,33 @@ def _typed(value: object) -> tuple:
 
 def recorded(key: tuple | None) -> Recording | None:
     """The recording of ``key`` (from :func:`signature`), if a call made one."""
-    return None if key is None else _RECORDINGS.get(key)
+    if key is None:
+        return None
+    try:
+        return _RECORDINGS.get(key)
+    except TypeError:  # an unhashable option: such a call is never replayed
+        return None
 
 
 def remember(key: tuple, recording: Recording) -> None:
     """Keep ``recording`` for later calls with ``key``, dropping the oldest past :data:`MAX_SIGNATURES`."""
-    if len(_RECORDINGS) >= MAX_SIGNATURES:
+    try:
+        _RECORDINGS[key] = recording
+    except TypeError:  # an unhashable option: such a call is never replayed
+        return
+    if len(_RECORDINGS) > MAX_SIGNATURES:
         _RECORDINGS.pop(next(iter(_RECORDINGS)))
-    _RECORDINGS[key] = recording
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Within this block every call runs in full (checks, tables, launches), as with ``FLASH_REPLAY=0``."""
+    global ENABLED
+    enabled, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = enabled
 
 
 def forget() -> None:
@@ -152,6 +174,7 @@ def launch(kernel: Any, grid: int, args: tuple, meta: dict[str, Any],
     compiled = kernel[(grid,)](*args, **meta)
     if recording is None:
         return
+    recording.scratch = recording.scratch or bool(meta.get("TMA"))
     head = tuple((role, None if role else value) for role, value in zip(roles, args))
     rest = tuple(args[len(roles):])
     runner = _direct(kernel, grid, len(args), meta, compiled)

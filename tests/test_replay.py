@@ -44,11 +44,8 @@ def _fresh_recordings():
 
 def _full_call(q, k, v, options):
     """The call without replay: checks, tables and launches in full."""
-    enabled, replay.ENABLED = replay.ENABLED, False
-    try:
+    with replay.disabled():
         return flash.attention_with_lse(q, k, v, **options)
-    finally:
-        replay.ENABLED = enabled
 
 
 def _check_replay_matches(shape_q, shape_kv, options, device, dtype):

@@ -389,6 +389,19 @@ CATALOGUE: tuple[Mutant, ...] = (
            "split = tl.load(PLAN + seq * PLAN_FIELDS) >= 0",
            "packed input with a split sequence: the forward skips every sequence, so those that do not "
            "split are never computed; packed, one sequence that splits beside one that does not"),
+    # -- the tensor-descriptor (TMA) reads of the forward: when they are chosen, what they read --
+    Mutant("tma_row_stride_unchecked", F,
+           "if t.stride(-1) != 1 or t.stride(-2) <= 0 or (t.stride(-2) * size) % 16 \\",
+           "if t.stride(-1) != 1 or t.stride(-2) <= 0 \\",
+           "descriptors built over rows that are not 16-byte aligned (a head dim of 100 at 16 bits): "
+           "the copy engine cannot take them (a fault, or rows read from the wrong address)"),
+    Mutant("tma_slice_offsets_unchecked", F, "return (offset_alignment(k, v) * size) % 16 == 0",
+           "return True",
+           "descriptors over slices that start off a 16-byte boundary (the gapped layout)"),
+    Mutant("tma_v_reads_k_row_stride", F,
+           "v_base = tl.make_tensor_descriptor(v_base, shape=[n_k, HEAD_DIM], strides=[stride_vn, 1],",
+           "v_base = tl.make_tensor_descriptor(v_base, shape=[n_k, HEAD_DIM], strides=[stride_kn, 1],",
+           "v read with k's row stride: right only while k and v share a layout"),
     # -- the replay of a recorded call (flash.replay): what the signature holds, what is substituted --
     Mutant("replay_key_ignores_k_strides", R, "k.shape, k.stride(), k.dtype", "k.shape, k.dtype",
            "a call whose k has another layout (same shape) replays the launch recorded with the first "
