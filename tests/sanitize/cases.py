@@ -94,6 +94,10 @@ EDGE_CASES = (
                causal_alignment="bottom_right"),
     VarlenCase(seqlens_q=(129, 7), seqlens_k=(1, 200), heads=2, head_dim=95, dtype="bfloat16",
                is_causal=False, layout="contiguous", kv_heads=1, window=(3, 5), softcap=2.0),
+    # k and v read through tensor descriptors (16-bit, d padded to 128, aligned rows): grouped heads,
+    # bottom-right rows that see no key, a window; the descriptors' bounds, not masks, stop the reads.
+    Case(n_q=193, n_k=129, head_dim=88, leading=(3,), dtype="float16", is_causal=True,
+         layout="contiguous", kv_heads=1, window=(5, 0), causal_alignment="bottom_right"),
     # Decoding, which flash computes by its split-KV path (partials indexed by split and slot,
     # a group's rows of several heads in one tile, the merge): one row and three over odd
     # lengths of keys, grouped heads, a window that leaves rows empty in some splits; packed, one-row
