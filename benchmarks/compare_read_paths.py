@@ -34,7 +34,7 @@ def main() -> int:
     import flash.forward as forward
     from flash import replay
 
-    default_config = forward.forward_config
+    default_config, default_tma = forward.forward_config, forward.TMA
 
     def bench(call) -> float:
         return triton.testing.do_bench(call, warmup=50, rep=300)
@@ -61,7 +61,7 @@ def main() -> int:
                 except Exception as e:  # noqa: BLE001  (a path that does not compile is reported)
                     cells.append(f"{name} failed: {type(e).__name__}")
                 finally:
-                    forward.forward_config, forward.TMA = default_config, True
+                    forward.forward_config, forward.TMA = default_config, default_tma
             print(f"{str(dtype)[6:]} b={b} h={h}/{h_kv} n={n} d={d} causal={causal}: "
                   f"cuDNN {flops / cudnn * 1e-9:.0f} | " + " | ".join(cells), flush=True)
     replay.forget()

@@ -7,6 +7,7 @@ runs these on any machine and skips the GPU benchmarks with their reason.
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -178,17 +179,10 @@ def test_tune_candidates_are_launchable_configs():
         assert tuple(backward_config(d, torch.bfloat16)) in tune.BACKWARD_CANDIDATES
 
 
-def test_tune_needs_a_gpu(capsys):
+@pytest.mark.parametrize("tool, argv", [("tune", ["--pass", "fwd"]), ("compare_read_paths", None)])
+def test_gpu_tools_need_a_gpu(capsys, tool, argv):
     if torch.cuda.is_available():
-        pytest.skip("has a GPU: the sweep would run")
-    assert tune.main(["--pass", "fwd"]) == 2
-    assert "needs a CUDA GPU" in capsys.readouterr().err
-
-
-def test_compare_read_paths_needs_a_gpu(capsys):
-    from benchmarks import compare_read_paths
-
-    if torch.cuda.is_available():
-        pytest.skip("has a GPU: the comparison would run")
-    assert compare_read_paths.main() == 2
+        pytest.skip(f"has a GPU: {tool} would run")
+    main = importlib.import_module(f"benchmarks.{tool}").main
+    assert (main() if argv is None else main(argv)) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
