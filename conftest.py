@@ -81,6 +81,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _skip_marked(items, "large", "a `large` test (tens of GiB of GPU memory): run with --large")
 
 
+@pytest.hookimpl(trylast=True)  # after the fixtures' teardown: what they held is free by now
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    # Workers sharing a GPU must not each keep their largest test's memory cached (fuzz.gpus). Not
+    # in a single process (the benchmarks): there the cache is no one else's loss.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        gpus.release_cached_memory()
+
+
 def _skip_marked(items: list[pytest.Item], marker: str, reason: str) -> None:
     # By the marker, not `marker in item.keywords`: keywords hold parameter ids too, so a test
     # parametrized with an id "gpu" (a fuzz size, say) would be skipped as if it needed CUDA.

@@ -238,3 +238,44 @@ def test_fuzz_run_refuses_more_workers_than_the_cap(tmp_path):
         **_fake_gpus(tmp_path, 2), gpus.CAP_ENV: "2"})
     assert done.returncode == 2
     assert "5 workers asked for, but 2 visible GPU(s) at 2 per GPU" in done.stderr
+
+
+class _FakeCuda:
+    """torch.cuda's four calls that release_cached_memory makes, with made-up byte counts."""
+
+    def __init__(self, initialized: bool, reserved: int, allocated: int):
+        self.initialized, self.reserved, self.allocated, self.emptied = initialized, reserved, allocated, 0
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def memory_reserved(self) -> int:
+        return self.reserved
+
+    def memory_allocated(self) -> int:
+        return self.allocated
+
+    def empty_cache(self) -> None:
+        self.emptied += 1
+        self.reserved = self.allocated
+
+
+@pytest.mark.parametrize("initialized, reserved, allocated, released", [
+    (False, 0, 0, False),  # CUDA never used: nothing to release, and nothing may start it
+    (True, 5 << 30, 4 << 30, False),  # 1 GiB cached: at the limit, kept
+    (True, 5 << 30, 1 << 30, True),  # 4 GiB cached: released
+    (True, 20 << 30, 20 << 30, False),  # 20 GiB in use (a live tensor), nothing cached
+])
+def test_cached_memory_past_the_limit_goes_back_to_the_driver(initialized, reserved, allocated, released):
+    cuda = _FakeCuda(initialized, reserved, allocated)
+    assert gpus.release_cached_memory(1 << 30, cuda) is released
+    assert cuda.emptied == int(released)
+    assert cuda.reserved == (allocated if released else reserved)
+
+
+def test_releasing_cached_memory_does_not_start_cuda():
+    # In a CPU run (and in a worker that has not touched the GPU yet) the teardown hook runs after
+    # every test: it must neither start CUDA nor fail.
+    code = ("import torch; from fuzz import gpus; "
+            "assert not gpus.release_cached_memory(); assert not torch.cuda.is_initialized()")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
