@@ -179,7 +179,8 @@ def test_tune_candidates_are_launchable_configs():
         assert tuple(backward_config(d, torch.bfloat16)) in tune.BACKWARD_CANDIDATES
 
 
-@pytest.mark.parametrize("tool, argv", [("tune", ["--pass", "fwd"]), ("compare_read_paths", None)])
+@pytest.mark.parametrize("tool, argv", [("tune", ["--pass", "fwd"]), ("compare_read_paths", None),
+                                        ("tune_features", None)])
 def test_gpu_tools_need_a_gpu(capsys, tool, argv):
     if torch.cuda.is_available():
         pytest.skip(f"has a GPU: {tool} would run")
