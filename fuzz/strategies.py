@@ -239,8 +239,11 @@ WINDOW_EDGES = (0, 1, 2, 16, 63, 64, 65, 127, 128, 129)
 SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0)
 """Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30)."""
 
-SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0)
-"""Softmax scales drawn often, from 1e-2 (nearly uniform rows) to 10 (nearly one-hot)."""
+SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0, 0.0, -0.5, -4.0)
+"""Softmax scales drawn often, from 1e-2 (nearly uniform rows) to 10 (nearly one-hot), and the
+ones the contract allows that a kernel may get wrong: 0 (every visible key alike), and negative
+scales (a row's largest score is its smallest ``q.k``: a kernel that takes the row max of the
+dot products before scaling them is wrong there only)."""
 
 GQA_RATIOS = (1, 2, 4, 8, 3, 5, 6, 7)
 """Query heads per kv head: 1 (no grouping) first, then the powers of two models use, then others."""
@@ -256,7 +259,8 @@ def feature_fields(draw, *, features: frozenset[str], n_q: int, n_k: int, leadin
     """The feature fields of a :class:`Case` for a module that declares ``features``: grouped-query
     heads (ratios 1 to 8, the heads grown to fit, within ``max_work``), windows at tile edges and
     one-sided (so some rows may see no key), bottom-right alignment, softcaps of 1 to 50, softmax
-    scales of 1e-2 to 10. Each is off first, so each shrinks away when it is not needed."""
+    scales of 1e-2 to 10, 0 and -1e-2 to -10. Each is off first, so each shrinks away when it is
+    not needed."""
     out: dict = {}
     if "gqa" in features:
         ratio = draw(st.sampled_from(GQA_RATIOS))
@@ -273,7 +277,8 @@ def feature_fields(draw, *, features: frozenset[str], n_q: int, n_k: int, leadin
     if "softcap" in features and draw(st.booleans()):
         out["softcap"] = draw(st.one_of(st.sampled_from(SOFTCAPS), st.floats(1.0, 50.0)))
     if "scale" in features and draw(st.booleans()):
-        out["softmax_scale"] = draw(st.one_of(st.sampled_from(SOFTMAX_SCALES), st.floats(0.01, 10.0)))
+        out["softmax_scale"] = draw(st.one_of(st.sampled_from(SOFTMAX_SCALES), st.floats(0.01, 10.0),
+                                              st.floats(-10.0, -0.01)))
     return out
 
 
@@ -321,8 +326,9 @@ def _fit_sequences(seqlens_q, seqlens_k, heads, max_work):
 _VARLEN_WINDOW_SIDES = (-1, 0, BLOCK - 1, BLOCK, BLOCK + 1)
 """Window sides the varlen strategy draws besides small ones: unbounded, none, and the tile edges."""
 
-_VARLEN_SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0)
-"""Softmax scales the varlen strategy draws (``None``, the default ``1 / sqrt(d)``, first)."""
+_VARLEN_SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0, 0.0, -0.5)
+"""Softmax scales the varlen strategy draws (``None``, the default ``1 / sqrt(d)``, first; 0 and a
+negative one as in :data:`SOFTMAX_SCALES`)."""
 
 
 def _fit_groups(kv_heads: int, group: int, heads: int) -> tuple[int, int]:
@@ -337,7 +343,7 @@ def _varlen_feature_fields(draw, *, features: frozenset[str]) -> dict:
     """The :class:`VarlenCase` feature fields besides ``kv_heads``, each drawn only if declared in
     ``features`` and off first: ``causal_alignment`` (bottom-right), ``window`` (each side -1,
     0, a tile edge 63/64/65 or small, so one-sided windows and rows that see no key come up),
-    ``softcap`` 1..50 and ``softmax_scale`` 1e-2..10."""
+    ``softcap`` 1..50 and ``softmax_scale`` 1e-2..10, 0 or -0.5."""
     fields = {}
     if "bottom_right" in features and draw(st.booleans()):
         fields["causal_alignment"] = "bottom_right"

@@ -83,7 +83,8 @@ class Case:
 
     - ``kv_heads``: grouped-query attention, k and v have this many heads (the last leading dim),
       q has ``leading[-1]``, a multiple of it (``None``: as many as q);
-    - ``softmax_scale``: the kernel's ``scale`` argument (``None``: ``1 / sqrt(d)``); not to be
+    - ``softmax_scale``: the kernel's ``scale`` argument, any finite real (``None``: ``1 / sqrt(d)``;
+      0 weighs every visible key alike, a negative one favours the least similar); not to be
       confused with ``scale``, the size of the drawn values;
     - ``window``: ``(left, right)``, ``-1`` unbounded; ``softcap``: ``c > 0``;
     - ``causal_alignment``: ``"top_left"`` or ``"bottom_right"``.
@@ -207,8 +208,8 @@ def check_features(case, heads: int | None) -> None:
             raise ValueError(f"kv_heads = {case.kv_heads} must be >= 1 and divide the query heads "
                              f"(the last leading dim), got {heads}")
     scale = case.softmax_scale
-    if scale is not None and not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"softmax_scale must be a finite positive number or None, got {scale!r}")
+    if scale is not None and not math.isfinite(scale):
+        raise ValueError(f"softmax_scale must be a finite number or None, got {scale!r}")
     if case.window is not None:
         object.__setattr__(case, "window", tuple(case.window))
         if len(case.window) != 2 or any(not isinstance(b, int) or b < -1 for b in case.window):

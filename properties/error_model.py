@@ -186,7 +186,7 @@ def gradient_magnitudes(
     def elem(t: torch.Tensor) -> float:
         return float(t.double().abs().max())
 
-    scale = softmax_scale(q.shape[-1], scale)
+    scale = abs(softmax_scale(q.shape[-1], scale))  # a size: a negative scale is as large as its opposite
     dp = scale * row_norm(do) * row_norm(v)
     terms = [dp * elem(k), dp * elem(q), elem(do)]
     if probabilities is not None and output is not None:
@@ -235,7 +235,7 @@ def gradient_terms(
     ka, va = expand_kv(q, k).double().abs(), expand_kv(q, v).double().abs()
     qa, p, o = q.double().abs(), p.double(), o.double()
     doa = do.double().abs()
-    scale = softmax_scale(q.shape[-1], scale)
+    scale = abs(softmax_scale(q.shape[-1], scale))  # sizes, as in gradient_magnitudes
 
     def top(t: torch.Tensor, factor: float = scale) -> float:
         return factor * float(t.max()) if t.numel() else 0.0
@@ -604,7 +604,7 @@ def exact_grid_spacing(dtype: torch.dtype, limit: float) -> float:
 
 
 def score_magnitude(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = None) -> float:
-    """``S = scale max_ij sum_c |q_ic| |k_jc|``: the size every score's rounding is relative to.
+    """``S = |scale| max_ij sum_c |q_ic| |k_jc|``: the size every score's rounding is relative to.
 
     A score is a dot product, and its rounding is relative to the sum of the absolute products,
     not to the score itself: when q is nearly orthogonal to k the score is small by cancellation and
@@ -615,7 +615,7 @@ def score_magnitude(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = N
     """
     with torch.no_grad():
         sums = torch.matmul(q.double().abs(), expand_kv(q, k).double().abs().transpose(-2, -1))
-    scale = softmax_scale(q.shape[-1], scale)
+    scale = abs(softmax_scale(q.shape[-1], scale))  # |score| scales with |scale|, whatever its sign
     return float(sums.max()) * scale if sums.numel() else 0.0
 
 

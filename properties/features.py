@@ -291,7 +291,9 @@ def check_scale_matches_prescaled_q(kernel: ModuleType, case: Case, device=None)
     ctx = _common.context("check_scale_matches_prescaled_q", kernel, case)
     q, k, v = case.make_qkv("cpu")
     s, d = case.softmax_scale, case.head_dim
-    r = 2.0 ** round(math.log2(s * math.sqrt(d)))
+    # r > 0 whatever the sign of s (s / r keeps it); for s = 0 any r will do (both calls weigh every
+    # visible key alike).
+    r = 2.0 ** round(math.log2(abs(s) * math.sqrt(d))) if s else 2.0
     r = 2.0 if r == 1.0 else r
     q2 = q * r
     if not (bool(torch.isfinite(q2).all()) and torch.equal(q2 / r, q)):

@@ -158,6 +158,10 @@ def feature_cpu_cases() -> list[Case]:
         Case(33, 129, 32, (1,), "float16", True, softmax_scale=0.5, softcap=30.0),
         Case(63, 65, 16, (2,), "float32", False, softmax_scale=0.01),
         Case(64, 64, 16, (2,), "float16", False, softmax_scale=10.0, seed=3),
+        # A negative scale (the row max is the smallest q.k: a max taken before the scale is wrong
+        # there) and 0 (every visible key alike), both allowed by the contract.
+        Case(65, 97, 16, (2,), "float16", True, seed=5, softmax_scale=-0.7),
+        Case(33, 65, 16, (2,), "float32", False, "strided", seed=6, softmax_scale=0.0, window=(16, 16)),
         Case(97, 65, 24, (2, 4), "float32", True, "mixed", seed=4, kv_heads=2, softmax_scale=0.2,
              window=(32, 8), softcap=5.0, causal_alignment="bottom_right"),
     ]
@@ -180,6 +184,7 @@ def feature_gpu_cases() -> list[Case]:
             Case(1023, 1024, 128, (2,), dtype, True, seed=9, causal_alignment="bottom_right"),
             Case(4097, 4095, 64, (1, 2), dtype, True, seed=5, softcap=30.0),
             Case(1023, 1023, 128, (2,), dtype, False, seed=6, softmax_scale=0.05, softcap=10.0),
+            Case(1025, 1023, 64, (2,), dtype, True, seed=10, softmax_scale=-0.3),
             Case(769, 1024, 64, (2, 4), dtype, True, "strided", seed=7, kv_heads=2, softmax_scale=0.3,
                  window=(255, 64), softcap=20.0, causal_alignment="bottom_right"),
         ]

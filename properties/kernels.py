@@ -19,7 +19,9 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
 
 - ``FEATURES = frozenset({...})``, a subset of :data:`FEATURE_NAMES`:
 
-  - ``"scale"``: ``scale`` is the softmax scale; ``None`` means ``1 / sqrt(d)``;
+  - ``"scale"``: ``scale`` is the softmax scale, any finite real: scores are ``scale * q.k``, so 0
+    weighs every visible key alike and a negative scale favours the least similar keys (a row's
+    largest score is then its smallest ``q.k``); ``None`` means ``1 / sqrt(d)``;
   - ``"gqa"``: grouped/multi-query heads: q ``[..., h_q, n_q, d]``, k and v ``[..., h_kv, n_k, d]``
     with ``h_q % h_kv == 0`` and every other leading dim equal; query head ``h`` uses kv head
     ``h // (h_q // h_kv)`` (SDPA's ``enable_gqa`` and FlashAttention's convention);

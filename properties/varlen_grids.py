@@ -61,6 +61,8 @@ def varlen_feature_cpu_cases() -> list[VarlenCase]:
         # diagonal is shifted by +1 and -1, and a key of each of two sequences is never seen.
         VarlenCase((63, 65, 1), (64, 64, 2), 2, 64, "float16", False, "heads_first", seed=9,
                    softmax_scale=10.0, window=(0, 0), softcap=1.0, causal_alignment="bottom_right"),
+        # A negative scale, causal, grouped heads: each row's largest score is its smallest q.k.
+        VarlenCase((17, 65), (17, 65), 4, 32, "float32", True, seed=10, kv_heads=2, softmax_scale=-0.6),
     ]
 
 

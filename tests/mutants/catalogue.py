@@ -28,6 +28,10 @@ CATALOGUE: tuple[Mutant, ...] = (
            "scores scaled by 1/d instead of 1/sqrt(d); any d >= 2 with n_k >= 2"),
     Mutant("scale_missing_log2e", S, "else self.scale * LOG2E,", "else self.scale,",
            "exp2 used without folding log2(e) into the scale: softmax at the wrong temperature; n_k >= 2"),
+    Mutant("row_max_before_scale", F, "m_new = tl.maximum(m_i, tl.max(s, 1))",
+           "m_new = tl.maximum(m_i, tl.max(s / qk_scale, 1) * qk_scale)",
+           "the row max of the unscaled dot products, scaled after (max and scale commute only for a "
+           "positive scale): a negative softmax scale overflows exp2; scale < 0 (or 0), n_k >= 2"),
     Mutant("exp_instead_of_exp2", F, "p = tl.exp2(s - m_use[:, None])", "p = tl.exp(s - m_use[:, None])",
            "probabilities by exp of base-2 scores, inconsistent with the rescaling; n_k >= 2"),
     # -- forward recurrence --
