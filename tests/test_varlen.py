@@ -103,11 +103,17 @@ def test_feature_fields_are_left_out_at_their_defaults_and_old_lines_draw_as_bef
 
 
 @pytest.mark.parametrize("changes", [{"kv_heads": 2}, {"kv_heads": 0}, {"window": (1,)}, {"window": (-2, 0)},
-                                     {"softmax_scale": 0.0}, {"softcap": -1.0},
-                                     {"causal_alignment": "bottom"}])
+                                     {"softmax_scale": float("inf")}, {"softmax_scale": float("nan")},
+                                     {"softcap": -1.0}, {"causal_alignment": "bottom"}])
 def test_case_rejects_bad_features(changes):
     with pytest.raises(ValueError):
         VarlenCase((1, 2), (1, 2), heads=3, **changes)
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5])
+def test_case_takes_any_finite_softmax_scale(scale):
+    # The contract's scale is any finite real (properties/kernels.py): 0 and negative ones too.
+    assert VarlenCase((1, 2), (1, 2), heads=3, softmax_scale=scale).features() == {"scale": scale}
 
 
 @pytest.mark.parametrize("seqlens_q, seqlens_k",
