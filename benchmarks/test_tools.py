@@ -174,8 +174,13 @@ def test_tune_candidates_are_launchable_configs():
         config = BackwardConfig(*cand)
         assert all(power_of_two_tile(b) for b in config[:4])
     # The tables' 16-bit choices were among the candidates measured.
+    from flash.scores import resolve
+
+    features = [None, resolve(128, True, softcap=30.0), resolve(128, True, window=(1023, 0))]
     for d in (64, 128):
-        assert tuple(forward_config(d, torch.float16)) in tune.FORWARD_CANDIDATES
+        for tma in (False, True):
+            for f in features:
+                assert tuple(forward_config(d, torch.float16, tma, f)) in tune.FORWARD_CANDIDATES
         assert tuple(backward_config(d, torch.bfloat16)) in tune.BACKWARD_CANDIDATES
 
 

@@ -33,6 +33,7 @@ from benchmarks.shapes import Shape, attention_grid
 FORWARD_CANDIDATES = (
     # block_q, block_k, num_warps, num_stages
     (64, 64, 4, 2),
+    (64, 64, 4, 3),
     (128, 64, 4, 3),
     (128, 64, 8, 3),
     (128, 128, 8, 2),
@@ -42,12 +43,16 @@ FORWARD_CANDIDATES = (
 )
 BACKWARD_CANDIDATES = (
     # block_q_dkdv, block_k_dkdv, block_q_dq, block_k_dq, num_warps, num_stages
-    (32, 64, 64, 64, 8, 2),
+    (32, 64, 64, 32, 4, 2),
+    (32, 64, 64, 32, 4, 3),
+    (32, 128, 128, 32, 8, 2),
     (32, 128, 128, 32, 8, 3),
     (64, 128, 128, 64, 8, 2),
-    (32, 128, 128, 32, 4, 3),
+    (64, 64, 64, 64, 4, 2),
+    (64, 64, 64, 64, 8, 2),
     (64, 64, 64, 64, 4, 3),
-    (32, 64, 64, 32, 4, 2),
+    (32, 128, 128, 32, 4, 3),
+    (64, 128, 64, 64, 8, 2),
 )
 
 

@@ -334,9 +334,12 @@ def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
     16-bit inputs: chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton 3.6).
     Up to d = 64, 64x64 tiles in both kernels with 4 warps and 3 stages were the fastest candidate
     on every d = 64 shape of the quick grid (1.10-1.19x the previous 32x128 / 128x32 tiles with 8
-    warps); at d = 128, 32x64 / 64x32 tiles with 4 warps and 2 stages (the best geometric mean over
-    the two shapes measured, n = 1024 causal and not; the previous 32x64 / 64x64 tiles with 8 warps
-    and 2 stages took 2.0-2.2x as long).
+    warps); at d = 128, 64x64 tiles in both kernels with 4 warps and 2 stages, the fastest of ten
+    candidates on all six bf16 d = 128 shapes of the quick grid (H200, 2026-12-03; n = 1024, 4096,
+    16384, causal and not): 4-10% faster than the 32x64 / 64x32 tiles chosen before over n = 1024
+    only (docs/speed.md, "Backward tiles"). At d = 64 the best candidate changed with the shape
+    (32x128 / 128x32 with 4 warps non-causal, 32x64 / 64x32 causal) and won by 2-5% only, so d = 64
+    keeps its tiles.
     The dk/dv kernel holds two input tiles and two float32 accumulators of the held tile's size,
     so d = 256 and float32 keep the earlier, smaller tiles and fewer stages (not tuned; they fit
     in an H100's 228 KB of shared memory).
@@ -351,7 +354,7 @@ def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
     if block_d == 256:
         return BackwardConfig(32, 32, 32, 32, 8, 1)
     if block_d == 128:
-        return BackwardConfig(32, 64, 64, 32, 4, 2)
+        return BackwardConfig(64, 64, 64, 64, 4, 2)
     return BackwardConfig(64, 64, 64, 64, 4, 3)
 
 

@@ -75,7 +75,8 @@ def _attend_key_tiles(
     ``MASKED=False`` is for tiles that every row sees whole (no key past ``n_k``, none outside a
     row's band): no mask is built, loaded or applied. ``MASKED=True`` hides keys past ``n_k`` and
     outside the band (:func:`flash.scores.visible`). With ``TMA``, ``k_base`` and ``v_base`` are
-    tensor descriptors of the slice's ``[n_k, d]`` k and v (:func:`tma_descriptors`), whose loads
+    tensor descriptors of the slice's ``[n_k, d]`` k and v (built in :func:`_flash_forward_kernel`,
+    where :func:`tma_eligible` allowed them), whose loads
     fill the rows past ``n_k`` and the columns past ``d`` with zeros, as the masked loads do.
     """
     offs_k = tl.arange(0, BLOCK_K)
@@ -279,8 +280,14 @@ class ForwardConfig(NamedTuple):
     num_stages: int
 
 
-def forward_config(head_dim: int, dtype: torch.dtype, tma: bool = False) -> ForwardConfig:
-    """Default launch parameters, keyed on the padded head dim, the dtype and the read path.
+NARROW_WINDOW = 4096
+"""A lower window bound below this many keys takes the smaller tiles of :func:`forward_config`."""
+
+
+def forward_config(head_dim: int, dtype: torch.dtype, tma: bool = False,
+                   features: Features | None = None) -> ForwardConfig:
+    """Default launch parameters, keyed on the padded head dim, the dtype, the read path and the
+    features (a softcap, a window).
 
     16-bit inputs up to d = 128: 128 query rows per program (8 warps) and 64-wide key tiles in a
     3-stage pipeline, chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton
@@ -290,15 +297,31 @@ def forward_config(head_dim: int, dtype: torch.dtype, tma: bool = False) -> Forw
     tile and two pipelined k/v tiles would not fit in an H100's 228 KB: those keep the untuned
     64-row tiles, with one stage and 32-wide key tiles where memory is short.
 
-    ``tma`` (k and v read through tensor descriptors, :func:`tma_eligible`: 16-bit, padded d = 128):
-    128x128 tiles, 8 warps, 3 stages. Measured on the H200 (2026-12-03, bf16, one run,
-    docs/speed.md): 505 TFLOP/s at B=4 H=16 n=4096 non-causal against 460 for the descriptors with
-    128x64 tiles and 427 for the pointer path with 128x64 tiles; 448 / 409 / 376 causal; 532-540
-    against 438-440 at n=16384. (With 2 stages ptxas crashed; at d = 64 the descriptors gained 3%
-    non-causal and lost 25-39% causal, so d = 64 keeps the pointer path.)
+    ``tma`` (k and v read through tensor descriptors; only ever true for 16-bit inputs with a
+    padded d of 128, :func:`tma_eligible`): 128x128 tiles, 8 warps, 3 stages. Measured on the H200
+    (2026-12-03, bf16, one run, docs/speed.md): 505 TFLOP/s at B=4 H=16 n=4096 non-causal against
+    460 for the descriptors with 128x64 tiles and 427 for the pointer path with 128x64 tiles;
+    448 / 409 / 376 causal; 532-540 against 438-440 at n=16384. (With 2 stages ptxas crashed; at
+    d = 64 the descriptors gained 3% non-causal and lost 25-39% causal, so d = 64 keeps the
+    pointer path.)
+
+    16-bit up to d = 128 with a softcap (read through descriptors) or a lower window bound under
+    :data:`NARROW_WINDOW` keys: 64x64 tiles, 4 warps, 3 stages. Measured on the H200 (2026-12-03,
+    bf16, b=1 h=16 n=16384 causal, one run per experiment, docs/speed.md, "Tiles for the
+    features"): softcap 30 at d = 128, 3.72-3.79 ms against 4.76 ms for the 128x128 tiles (the
+    tanh makes the scores' arithmetic the bound, and smaller programs keep more of it in flight;
+    at d = 64 no candidate beat the default by more than 3.5%, so a softcap alone keeps it there);
+    window (1023, 0), 0.236 ms against 0.315 at d = 64 and 0.371 against 0.410 at d = 128 (a
+    program's 128 rows span 128 more keys of the band than one row does, a large share of a
+    narrow band). Only a 1023-key window was measured; the bound of 4096 keys, past which the band
+    is long enough for the larger tiles' efficiency to win as it does causal, is a judgement.
     """
     block_d = padded_head_dim(head_dim)
-    if tma and dtype != torch.float32 and block_d == 128:
+    softcap = features is not None and features.softcap != 0
+    narrow = features is not None and 0 <= features.left < NARROW_WINDOW
+    if dtype != torch.float32 and block_d <= 128 and (narrow or (tma and softcap)):
+        return ForwardConfig(64, 64, 4, 3)
+    if tma:
         return ForwardConfig(128, 128, 8, 3)
     if dtype == torch.float32:
         if block_d >= 128:
@@ -460,8 +483,9 @@ def launch_forward(
     checked every argument.
     """
     d = q.shape[-1]
-    tma = tma_eligible(k, v, padded_head_dim(d))
-    config = forward_config(d, q.dtype, tma)
+    block_d = padded_head_dim(d)
+    tma = tma_eligible(k, v, block_d)
+    config = forward_config(d, q.dtype, tma, features)
     block_q = config.block_q if block_q is None else block_q
     block_k = config.block_k if block_k is None else block_k
     for name, block in (("block_q", block_q), ("block_k", block_k)):
@@ -486,7 +510,7 @@ def launch_forward(
         SPLIT_KV=split_plan_table is not None,
         BLOCK_Q=block_q,
         BLOCK_K=block_k,
-        BLOCK_D=padded_head_dim(d),
+        BLOCK_D=block_d,
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         OFFSET_ALIGN=offset_alignment(q, k, v),
         TMA=tma,

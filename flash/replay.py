@@ -174,7 +174,7 @@ def launch(kernel: Any, grid: int, args: tuple, meta: dict[str, Any],
     compiled = kernel[(grid,)](*args, **meta)
     if recording is None:
         return
-    recording.scratch = recording.scratch or bool(meta.get("TMA"))
+    recording.scratch = recording.scratch or _needs_scratch(compiled, meta)
     head = tuple((role, None if role else value) for role, value in zip(roles, args))
     rest = tuple(args[len(roles):])
     runner = _direct(kernel, grid, len(args), meta, compiled)
@@ -183,6 +183,17 @@ def launch(kernel: Any, grid: int, args: tuple, meta: dict[str, Any],
         recording.launches.append(_Launch(runner, head, tail, {}))
     else:
         recording.launches.append(_Launch(kernel[(grid,)], head, rest, dict(meta)))
+
+
+def _needs_scratch(compiled: Any, meta: dict[str, Any]) -> bool:
+    """Whether the launch asked Triton's launcher for global scratch memory (a kernel that builds
+    tensor descriptors on the device does), read from the compiled kernel, not from our own flags:
+    a kernel that comes to need scratch by another route is covered too. Where the compiled kernel
+    says nothing (the interpreter, another Triton), the kernel's ``TMA`` flag stands in."""
+    size = getattr(getattr(compiled, "metadata", None), "global_scratch_size", None)
+    if isinstance(size, int):
+        return size > 0
+    return bool(meta.get("TMA"))
 
 
 def _direct(kernel: Any, grid: int, n_args: int, meta: dict[str, Any], compiled: Any) -> Callable | None:

@@ -144,3 +144,17 @@ def test_calls_that_need_a_graph_still_get_gradients():
         assert o.grad_fn is not None
         o.sum().backward()
     assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+@pytest.mark.parametrize("scratch_size, tma_flag, needs", [
+    (0, True, False),  # the compiled kernel's own word wins over the flag...
+    (256, False, True),  # ...both ways
+    (None, True, True),  # no compiled kernel (the interpreter): the flag stands in
+    (None, False, False),
+])
+def test_a_recording_needs_scratch_when_the_compiled_kernel_does(scratch_size, tma_flag, needs):
+    # Triton's launcher asks for scratch memory (for tensor descriptors built on the device) when
+    # the compiled kernel's metadata says so; a replay from a thread with no allocator must set one.
+    compiled = None if scratch_size is None else \
+        type("Compiled", (), {"metadata": type("Meta", (), {"global_scratch_size": scratch_size})()})()
+    assert replay._needs_scratch(compiled, {"TMA": tma_flag}) is needs
