@@ -167,6 +167,12 @@ LSE = Quantity("log-sum-exp", 2.0)
 GRADIENT = Quantity("gradient", 2.0)
 
 
+def scale_size(q: torch.Tensor, scale: float | None) -> float:
+    """``|scale|``, the softmax scale (``None``: ``1 / sqrt(d)``) as a size: every bound here is
+    made of magnitudes, and a negative scale makes scores and gradients as large as its opposite."""
+    return abs(softmax_scale(q.shape[-1], scale))
+
+
 def gradient_magnitudes(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
     oracle_grads: tuple[torch.Tensor, torch.Tensor, torch.Tensor], *, scale: float | None = None,
@@ -186,7 +192,7 @@ def gradient_magnitudes(
     def elem(t: torch.Tensor) -> float:
         return float(t.double().abs().max())
 
-    scale = abs(softmax_scale(q.shape[-1], scale))  # a size: a negative scale is as large as its opposite
+    scale = scale_size(q, scale)
     dp = scale * row_norm(do) * row_norm(v)
     terms = [dp * elem(k), dp * elem(q), elem(do)]
     if probabilities is not None and output is not None:
@@ -235,7 +241,7 @@ def gradient_terms(
     ka, va = expand_kv(q, k).double().abs(), expand_kv(q, v).double().abs()
     qa, p, o = q.double().abs(), p.double(), o.double()
     doa = do.double().abs()
-    scale = abs(softmax_scale(q.shape[-1], scale))  # sizes, as in gradient_magnitudes
+    scale = scale_size(q, scale)
 
     def top(t: torch.Tensor, factor: float = scale) -> float:
         return factor * float(t.max()) if t.numel() else 0.0
@@ -615,8 +621,7 @@ def score_magnitude(q: torch.Tensor, k: torch.Tensor, *, scale: float | None = N
     """
     with torch.no_grad():
         sums = torch.matmul(q.double().abs(), expand_kv(q, k).double().abs().transpose(-2, -1))
-    scale = abs(softmax_scale(q.shape[-1], scale))  # |score| scales with |scale|, whatever its sign
-    return float(sums.max()) * scale if sums.numel() else 0.0
+    return float(sums.max()) * scale_size(q, scale) if sums.numel() else 0.0
 
 
 def output_scales(
