@@ -184,7 +184,9 @@ def release_cached_memory(limit: int = CACHED_LIMIT, cuda: object | None = None)
     beside the sanitizer held 7-20 GiB each, the card was full, and 7 tests failed with CUDA out
     of memory (asking for 20-130 MiB). The suite's ``conftest.py`` calls this after every test
     in a pytest-xdist worker; a test that needs the memory again gets it back from the driver (slower by
-    a ``cudaMalloc``, not wrong).
+    a ``cudaMalloc``, not wrong). With it, the same suite alone on the card (2026-12-03, twelfth
+    session) peaked at 52.6 GiB in use, sampled every 20 s, and passed in 656 s (it took 675-690 s
+    before, beside the sanitizer).
     """
     if cuda is None:
         import torch

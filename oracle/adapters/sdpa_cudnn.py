@@ -14,7 +14,9 @@ Determinism: PyTorch refuses cuDNN under ``torch.use_deterministic_algorithms(Tr
 others here, runs SDPA with deterministic mode off (forward and backward; the caller's setting is
 restored after). ``check_deterministic`` is expected to FAIL for it (cuDNN's backward accumulates
 ``dq`` in an order that varies from call to call). That is a finding about cuDNN, not to be hidden
-by the adapter; a pass on a GPU run would be worth recording too.
+by the adapter; a pass on a GPU run would be worth recording too. Likewise not declared: a zero or
+negative ``scale`` (the contract allows any finite one), for which this backend returned non-finite
+outputs on an H200 (``docs/findings.md``, finding 18).
 
 Declared by :func:`unsupported` (n/a, with the reason): bottom-right causal calls with ``n_q > n_k``
 (:func:`oracle.adapters.sdpa.rows_without_keys`: SDPA documents NaNs there, and this backend gave

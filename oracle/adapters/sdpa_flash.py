@@ -15,7 +15,9 @@ Declared by :func:`unsupported` (n/a, with the reason): on CUDA, ``is_causal`` w
 top-left aligned (``check_flash_causal_non_square_seqlens``: FlashAttention-2's causal mask is
 bottom-right aligned, and SDPA will not hand it top-left non-square problems). Not declared, and so
 a failure ("No available kernel") where it applies: on sm86-sm89 GPUs only, a backward with head
-dim in (192, 224] (the suite's GPU runs are on an H200, sm90).
+dim in (192, 224] (the suite's GPU runs are on an H200, sm90). Nor declared: a zero or negative
+``scale`` (the contract allows any finite one), for which this backend returned non-finite outputs
+on an H200 (``docs/findings.md``, finding 18): a wrong answer, for the gate to show.
 """
 
 from __future__ import annotations
