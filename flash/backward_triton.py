@@ -27,7 +27,10 @@ Caution, what this backward does and does not do:
   inputs (and the same tile sizes) give bit-identical gradients;
 - a key tile visits only the query tiles whose band reaches it, and a query tile only the key
   tiles its band reaches, as in the forward; keys that no query sees (causal with ``n_k > n_q``,
-  outside every window) get ``dk = dv = 0``;
+  outside every window) get ``dk = dv = 0``; as in the forward, the tiles seen whole (every row
+  of the query tile sees every key of the key tile, none past the end) run without masks, and
+  only the band's edges and the last partial tile are masked (:func:`flash.scores.unmasked_key_range`,
+  :func:`flash.scores.unmasked_query_range`);
 - grouped heads: one dk/dv program per (key tile, kv head) sums the group's query heads in a fixed
   order, so it stays deterministic and writes each kv row once;
 - ``dk``, ``dv`` come back contiguous in the *shape* of ``k``, ``v``: for a stride-0 broadcast
@@ -50,7 +53,17 @@ import triton.language as tl
 
 import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernels are decorated)
 from flash.forward import group_size, offset_alignment, padded_head_dim, slice_offsets
-from flash.scores import Features, diagonal, key_range, query_range, resolve, scores, visible
+from flash.scores import (
+    Features,
+    diagonal,
+    key_range,
+    query_range,
+    resolve,
+    scores,
+    unmasked_key_range,
+    unmasked_query_range,
+    visible,
+)
 
 
 @triton.jit
@@ -109,6 +122,70 @@ def _backward_preprocess_kernel(
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     delta_base = Delta + pid_b.to(tl.int64) * stride_ls + row_q * stride_ln
     tl.store(delta_base + offs_q.to(tl.int64) * stride_ln, delta, mask=mask_q)
+
+
+@triton.jit
+def _dkdv_query_tiles(
+    dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
+    stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
+    lo_diag, hi_diag, lo, hi,
+    MASKED: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    """One query head's share of a key tile's ``dk``, ``dv``: the query tiles ``[lo, hi)``, whose
+    rows' q, do, lse and D start at ``q_base`` ... ``delta_base``; returns the updated ``dk, dv``.
+
+    ``MASKED=False`` is for query tiles whose every row is before ``n_q`` and sees every key of the
+    tile (:func:`flash.scores.unmasked_query_range`): nothing is masked. ``MASKED=True`` hides rows
+    past ``n_q`` and the keys outside each row's band. Keys past ``n_k`` are never hidden here: they
+    were loaded as zeros, and what they get lands only in their own rows of dk and dv, which are
+    not stored.
+    """
+    for start_q in range(lo, hi, BLOCK_Q):
+        rows = start_q + offs_q
+        # -- load q and do transposed, [D, BQ]; the rows' lse and D --
+        q_ptrs = q_base + rows[None, :].to(tl.int64) * stride_qn + offs_d[:, None] * stride_qd
+        do_ptrs = do_base + rows[None, :].to(tl.int64) * stride_don + offs_d[:, None] * stride_dod
+        if MASKED:
+            mask_q = rows < n_q
+            mask_dq = mask_d[:, None] & mask_q[None, :]
+            qt = tl.load(q_ptrs, mask=mask_dq, other=0.0)
+            do_t = tl.load(do_ptrs, mask=mask_dq, other=0.0)
+            lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
+            delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
+        else:
+            qt = tl.load(q_ptrs, mask=mask_d[:, None], other=0.0)
+            do_t = tl.load(do_ptrs, mask=mask_d[:, None], other=0.0)
+            lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln)
+            delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln)
+        lse = lse * 1.4426950408889634  # base 2
+        # A row that sees no key has lse = -inf and every score at -inf: use lse 0, so that
+        # its P is exp2(-inf) = 0 and not NaN. Always, not only where rows may be empty: the
+        # guard changes how the compiler fuses the lse into exp2's argument, and so the last
+        # bit of P; unconditional, a call's gradients do not depend on whether its rows could
+        # be empty (bottom-right = top-left on a square, a packed sequence = itself alone).
+        lse = tl.where(lse == float("-inf"), 0.0, lse)
+        # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
+        # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
+        st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+        if MASKED:
+            seen = visible(mask_q[None, :], rows[None, :], offs_k[:, None], lo_diag, hi_diag,
+                           HAS_LEFT, HAS_RIGHT)
+            st = tl.where(seen, st, float("-inf"))
+        pt = tl.exp2(st - lse[None, :])
+        # -- dv += P^T do --
+        dv += tl.dot(pt.to(do_t.dtype), tl.trans(do_t), input_precision=INPUT_PRECISION)
+        # -- dS^T = P^T * (dP^T - D), dP^T = v do^T; dk += dS^T q --
+        dpt = tl.dot(v, do_t, input_precision=INPUT_PRECISION)
+        dst = pt * (dpt - delta[None, :])
+        if SOFTCAP:
+            dst = dst * (1.0 - tt * tt)  # d/dx c tanh(x / c) = 1 - tanh^2
+        dk += tl.dot(dst.to(qt.dtype), tl.trans(qt), input_precision=INPUT_PRECISION)
+    return dk, dv
 
 
 @triton.jit
@@ -174,6 +251,8 @@ def _backward_dkdv_kernel(
         # The grid is sized for the longest sequence: a tile past the end of a shorter one
         # skips the loop and stores nothing (every row is masked).
         hi = tl.where(start_k < n_k, hi, lo)
+    full_lo, full_hi = unmasked_query_range(start_k, start_k + BLOCK_K - 1, n_q, lo_diag, hi_diag,
+                                            lo, hi, BLOCK_Q, HAS_LEFT, HAS_RIGHT)
 
     for g in range(0, group):
         q_slice = pid_b * group + g
@@ -181,45 +260,80 @@ def _backward_dkdv_kernel(
         do_base = DO + tl.multiple_of(tl.load(DO_OFFSETS + q_slice), OFFSET_ALIGN) + row_q * stride_don
         lse_base = LSE + q_slice.to(tl.int64) * stride_ls + row_q * stride_ln
         delta_base = Delta + q_slice.to(tl.int64) * stride_ls + row_q * stride_ln
-        for start_q in range(lo, hi, BLOCK_Q):
-            rows = start_q + offs_q
-            mask_q = rows < n_q
-            mask_dq = mask_d[:, None] & mask_q[None, :]
-            # -- load q and do transposed, [D, BQ] --
-            qt = tl.load(q_base + rows[None, :].to(tl.int64) * stride_qn + offs_d[:, None] * stride_qd,
-                         mask=mask_dq, other=0.0)
-            do_t = tl.load(do_base + rows[None, :].to(tl.int64) * stride_don + offs_d[:, None] * stride_dod,
-                           mask=mask_dq, other=0.0)
-            lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
-            lse = lse * 1.4426950408889634  # base 2
-            # A row that sees no key has lse = -inf and every score at -inf: use lse 0, so that
-            # its P is exp2(-inf) = 0 and not NaN. Always, not only where rows may be empty: the
-            # guard changes how the compiler fuses the lse into exp2's argument, and so the last
-            # bit of P; unconditional, a call's gradients do not depend on whether its rows could
-            # be empty (bottom-right = top-left on a square, a packed sequence = itself alone).
-            lse = tl.where(lse == float("-inf"), 0.0, lse)
-            delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
-            # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
-            # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
-            st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
-            seen = visible(mask_q[None, :], rows[None, :], offs_k[:, None], lo_diag, hi_diag,
-                           HAS_LEFT, HAS_RIGHT)
-            st = tl.where(seen, st, float("-inf"))
-            pt = tl.exp2(st - lse[None, :])
-            # -- dv += P^T do --
-            dv += tl.dot(pt.to(do_t.dtype), tl.trans(do_t), input_precision=INPUT_PRECISION)
-            # -- dS^T = P^T * (dP^T - D), dP^T = v do^T; dk += dS^T q --
-            dpt = tl.dot(v, do_t, input_precision=INPUT_PRECISION)
-            dst = pt * (dpt - delta[None, :])
-            if SOFTCAP:
-                dst = dst * (1.0 - tt * tt)  # d/dx c tanh(x / c) = 1 - tanh^2
-            dk += tl.dot(dst.to(qt.dtype), tl.trans(qt), input_precision=INPUT_PRECISION)
+        # Query tiles in three runs, as the forward's key tiles: [lo, full_lo) masked (the band's
+        # edge: the causal diagonal), [full_lo, full_hi) unmasked (every row before n_q and seeing
+        # every key of this tile), [full_hi, hi) masked (the other edge, the partial last tile).
+        dk, dv = _dkdv_query_tiles(
+            dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
+            stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
+            lo_diag, hi_diag, lo, full_lo, MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
+            SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
+        )
+        dk, dv = _dkdv_query_tiles(
+            dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
+            stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
+            lo_diag, hi_diag, full_lo, full_hi, MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
+            SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
+        )
+        dk, dv = _dkdv_query_tiles(
+            dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
+            stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
+            lo_diag, hi_diag, full_hi, hi, MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
+            SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
+        )
 
     dk *= sm_scale
     # dk and dv are contiguous (allocated by the launcher), laid out by stride_gs, stride_gn.
     out = pid_b.to(tl.int64) * stride_gs + (row_k + rows_k) * stride_gn + offs_d[None, :]
     tl.store(DK + out, dk.to(DK.dtype.element_ty), mask=mask_kd)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=mask_kd)
+
+
+@triton.jit
+def _dq_key_tiles(
+    dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+    offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, lo, hi,
+    MASKED: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    """A query tile's ``dq`` over the key tiles ``[lo, hi)``; returns the updated ``dq``.
+
+    ``MASKED=False`` is for key tiles before ``n_k`` that every row of the tile sees whole
+    (:func:`flash.scores.unmasked_key_range`): nothing is masked. ``MASKED=True`` hides keys past
+    ``n_k`` and outside each row's band. Rows past ``n_q`` are never hidden here: their q, do, lse
+    and D were loaded as zeros, so their ``dS`` is 0, and their rows of dq are not stored.
+    """
+    for start_k in range(lo, hi, BLOCK_K):
+        cols = start_k + offs_k
+        # -- load k and v transposed, [D, BK] --
+        kt_ptrs = k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd
+        vt_ptrs = v_base + cols[None, :].to(tl.int64) * stride_vn + offs_d[:, None] * stride_vd
+        if MASKED:
+            mask_k = cols < n_k
+            mask_dk = mask_d[:, None] & mask_k[None, :]
+            kt = tl.load(kt_ptrs, mask=mask_dk, other=0.0)
+            vt = tl.load(vt_ptrs, mask=mask_dk, other=0.0)
+        else:
+            kt = tl.load(kt_ptrs, mask=mask_d[:, None], other=0.0)
+            vt = tl.load(vt_ptrs, mask=mask_d[:, None], other=0.0)
+        # -- recompute P; keys past the end (and outside the band) get exp2(-inf) = 0 --
+        s, t = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+        if MASKED:
+            seen = visible(mask_k[None, :], offs_q[:, None], cols[None, :], lo_diag, hi_diag,
+                           HAS_LEFT, HAS_RIGHT)
+            s = tl.where(seen, s, float("-inf"))
+        p = tl.exp2(s - lse[:, None])
+        # -- dS = P * (dP - D), dP = do v^T; dq += dS k --
+        dp = tl.dot(do, vt, input_precision=INPUT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        if SOFTCAP:
+            ds = ds * (1.0 - t * t)  # d/dx c tanh(x / c) = 1 - tanh^2
+        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt), input_precision=INPUT_PRECISION)
+    return dq
 
 
 @triton.jit
@@ -285,27 +399,28 @@ def _backward_dq_kernel(
     if VARLEN:
         hi = tl.where(first_row < n_q, hi, lo)  # a tile past this sequence's end
 
-    for start_k in range(lo, hi, BLOCK_K):
-        cols = start_k + offs_k
-        mask_k = cols < n_k
-        mask_dk = mask_d[:, None] & mask_k[None, :]
-        # -- load k and v transposed, [D, BK] --
-        kt = tl.load(k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None] * stride_kd,
-                     mask=mask_dk, other=0.0)
-        vt = tl.load(v_base + cols[None, :].to(tl.int64) * stride_vn + offs_d[:, None] * stride_vd,
-                     mask=mask_dk, other=0.0)
-        # -- recompute P; keys past the end (and outside the band) get exp2(-inf) = 0 --
-        s, t = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
-        seen = visible(mask_k[None, :], offs_q[:, None], cols[None, :], lo_diag, hi_diag,
-                       HAS_LEFT, HAS_RIGHT)
-        s = tl.where(seen, s, float("-inf"))
-        p = tl.exp2(s - lse[:, None])
-        # -- dS = P * (dP - D), dP = do v^T; dq += dS k --
-        dp = tl.dot(do, vt, input_precision=INPUT_PRECISION)
-        ds = p * (dp - delta[:, None])
-        if SOFTCAP:
-            ds = ds * (1.0 - t * t)  # d/dx c tanh(x / c) = 1 - tanh^2
-        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt), input_precision=INPUT_PRECISION)
+    # Key tiles in three runs, as in the forward: [lo, full_lo) masked, [full_lo, full_hi)
+    # unmasked (before n_k, seen whole by every row of this tile), [full_hi, hi) masked.
+    full_lo, full_hi = unmasked_key_range(first_row, first_row + BLOCK_Q - 1, n_k, lo_diag, hi_diag,
+                                          lo, hi, BLOCK_K, HAS_LEFT, HAS_RIGHT)
+    dq = _dq_key_tiles(
+        dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+        offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, lo, full_lo,
+        MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
+        INPUT_PRECISION=INPUT_PRECISION,
+    )
+    dq = _dq_key_tiles(
+        dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+        offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_lo, full_hi,
+        MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
+        INPUT_PRECISION=INPUT_PRECISION,
+    )
+    dq = _dq_key_tiles(
+        dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+        offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_hi, hi,
+        MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
+        INPUT_PRECISION=INPUT_PRECISION,
+    )
 
     dq *= sm_scale
     out = pid_b.to(tl.int64) * stride_gs + (row_q + rows_q) * stride_gn + offs_d[None, :]

@@ -51,6 +51,7 @@ from flash.scores import (
     key_range,
     resolve,
     scores,
+    unmasked_key_range,
     visible,
 )
 
@@ -217,16 +218,8 @@ def _flash_forward_kernel(
             split = tl.load(PLAN + seq * PLAN_FIELDS) > 0
             hi = tl.where(split, lo, hi)
             mask_q = mask_q & ~as_vector(split, offs_q)
-    full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k
-    if HAS_RIGHT:
-        full_hi = tl.minimum(full_hi, (tl.maximum(first_row + hi_diag + 1, 0) // BLOCK_K) * BLOCK_K)
-    full_lo = lo
-    if HAS_LEFT:
-        full_lo = tl.cdiv(tl.maximum(last_row + lo_diag, 0), BLOCK_K) * BLOCK_K
-    # lo <= full_lo <= full_hi <= hi, each run possibly empty; the unmasked run stays inside
-    # the tiles every row sees whole.
-    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
-    full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
+    full_lo, full_hi = unmasked_key_range(first_row, last_row, n_k, lo_diag, hi_diag, lo, hi,
+                                          BLOCK_K, HAS_LEFT, HAS_RIGHT)
     if TMA:
         # The slice's [n_k, d] k and v as tensor descriptors: the copy engine fetches whole tiles,
         # zero past n_k and d (the host checked the alignments TMA needs: tma_eligible).

@@ -177,6 +177,43 @@ def query_range(first_col, last_col, n_q, lo_diag, hi_diag, BLOCK_Q: tl.constexp
 
 
 @triton.jit
+def unmasked_key_range(first_row, last_row, n_k, lo_diag, hi_diag, lo, hi, BLOCK_K: tl.constexpr,
+                       HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """``[full_lo, full_hi)``: the key tiles of ``[lo, hi)`` (from :func:`key_range`) that every row
+    in ``[first_row, last_row]`` sees whole: before ``n_k``, from the last row's lower bound on and
+    before the first row's upper bound. They need no mask; ``[lo, full_lo)`` and ``[full_hi, hi)``
+    (the band's edges, the partial last tile) do. ``lo <= full_lo <= full_hi <= hi``, tile-aligned
+    from ``lo``, each run possibly empty."""
+    full_hi = (n_k // BLOCK_K) * BLOCK_K  # end of the key tiles that lie wholly before n_k
+    if HAS_RIGHT:
+        full_hi = tl.minimum(full_hi, (tl.maximum(first_row + hi_diag + 1, 0) // BLOCK_K) * BLOCK_K)
+    full_lo = lo
+    if HAS_LEFT:
+        full_lo = tl.cdiv(tl.maximum(last_row + lo_diag, 0), BLOCK_K) * BLOCK_K
+    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
+    full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
+    return full_lo, full_hi
+
+
+@triton.jit
+def unmasked_query_range(first_col, last_col, n_q, lo_diag, hi_diag, lo, hi, BLOCK_Q: tl.constexpr,
+                         HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """``[full_lo, full_hi)``: the query tiles of ``[lo, hi)`` (from :func:`query_range`) whose every
+    row sees every key in ``[first_col, last_col]``: rows before ``n_q``, from the last key's first
+    row on (row ``i`` sees key ``j`` iff ``j - hi_diag <= i <= j - lo_diag``) and up to the first
+    key's last row. As :func:`unmasked_key_range`, with the roles of rows and keys swapped."""
+    full_hi = (n_q // BLOCK_Q) * BLOCK_Q  # end of the query tiles that lie wholly before n_q
+    if HAS_LEFT:
+        full_hi = tl.minimum(full_hi, (tl.maximum(first_col - lo_diag + 1, 0) // BLOCK_Q) * BLOCK_Q)
+    full_lo = lo
+    if HAS_RIGHT:
+        full_lo = tl.cdiv(tl.maximum(last_col - hi_diag, 0), BLOCK_Q) * BLOCK_Q
+    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
+    full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
+    return full_lo, full_hi
+
+
+@triton.jit
 def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     """Base-2 scores ``q @ kt`` and, with a softcap, ``tanh(scale q.k / c)`` (else zeros)
     for the backward's derivative ``1 - tanh^2``.
