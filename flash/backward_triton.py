@@ -452,9 +452,9 @@ def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
     warps); at d = 128, 64x64 tiles in both kernels with 4 warps and 2 stages, the fastest of ten
     candidates on all six bf16 d = 128 shapes of the quick grid (H200, 2026-12-03; n = 1024, 4096,
     16384, causal and not): 4-10% faster than the 32x64 / 64x32 tiles chosen before over n = 1024
-    only (docs/speed.md, "Backward tiles"). At d = 64 the best candidate changed with the shape
-    (32x128 / 128x32 with 4 warps non-causal, 32x64 / 64x32 causal) and won by 2-5% only, so d = 64
-    keeps its tiles.
+    only (docs/speed.md, "Tiles for the features and the backward"). At d = 64 the best candidate
+    changed with the shape (32x128 / 128x32 with 4 warps non-causal, 32x64 / 64x32 causal) and won
+    by 2-5% only, so d = 64 keeps its tiles.
     The dk/dv kernel holds two input tiles and two float32 accumulators of the held tile's size,
     so d = 256 and float32 keep the earlier, smaller tiles and fewer stages (not tuned; they fit
     in an H100's 228 KB of shared memory).

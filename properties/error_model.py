@@ -192,8 +192,7 @@ def gradient_magnitudes(
     def elem(t: torch.Tensor) -> float:
         return float(t.double().abs().max())
 
-    scale = scale_size(q, scale)
-    dp = scale * row_norm(do) * row_norm(v)
+    dp = scale_size(q, scale) * row_norm(do) * row_norm(v)
     terms = [dp * elem(k), dp * elem(q), elem(do)]
     if probabilities is not None and output is not None:
         operands = gradient_terms(q, k, v, do, probabilities, output, scale=scale).operands
