@@ -2,20 +2,22 @@
 
 Absolute GPU times drift 25-35% between runs, so a change is judged only against the old kernel
 timed on the same card in the same lease, alternating the two (A B A B) and keeping each shape's
-fastest median per side. The old kernel is a copy of its ``flash/`` folder, put first on
-``sys.path``; everything else comes from the tree::
+fastest median per side. The old kernel is a copy of its ``flash/`` folder, which ``--flash``
+puts first on ``sys.path`` (``PYTHONPATH`` cannot: ``python -m`` puts the working directory, and
+its ``flash/``, before it); everything else comes from the tree::
 
     mkdir -p /tmp/A && git archive main flash | tar -x -C /tmp/A       # the old kernel
     for i in 1 2; do
-      PYTHONPATH=/tmp/A:. python3 -m benchmarks.compare_trees measure > A$i.jsonl
-      PYTHONPATH=.        python3 -m benchmarks.compare_trees measure > B$i.jsonl
+      PYTHONPATH=. python3 -m benchmarks.compare_trees measure --flash /tmp/A > A$i.jsonl
+      PYTHONPATH=. python3 -m benchmarks.compare_trees measure > B$i.jsonl
     done
     python3 -m benchmarks.compare_trees compare A1.jsonl A2.jsonl -- B1.jsonl B2.jsonl
 
 ``measure`` (CUDA only) prints one JSON line per shape: the backward's median time (the gradient
-of a saved forward, ``triton.testing.do_bench``) and the forward's. The shapes are the quick
-grid's (bf16 at n = 1024, 4096, 16384; fp16 at 4096 and 16384; d = 64 and 128; causal and not),
-n = 4097, and the feature benchmarks' scenarios (GQA 8:1, window (1023, 0), softcap 30).
+of a saved forward, ``triton.testing.do_bench``), the forward's, and the ``flash`` package timed.
+The shapes are the quick grid's (bf16 at n = 1024, 4096, 16384; fp16 at 4096 and 16384; d = 64
+and 128; causal and not), n = 4097, and the feature benchmarks' scenarios (GQA 8:1, window
+(1023, 0), softcap 30).
 ``compare`` prints a Markdown table of new / old per shape and their geometric mean (below 1:
 the new kernel is faster). No timing is asserted anywhere.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -73,12 +76,22 @@ def time_shape(shape: Case) -> dict:
     with torch.no_grad():
         forward = triton.testing.do_bench(lambda: flash.attention(q, k, v, shape.causal, **features),
                                           warmup=25, rep=150, return_mode="median")
-    return {"id": shape.id, "bwd_ms": backward, "fwd_ms": forward, "shape": asdict(shape)}
+    return {"id": shape.id, "bwd_ms": backward, "fwd_ms": forward, "shape": asdict(shape),
+            "flash": os.path.dirname(flash.__file__)}
 
 
-def measure(select: str = "") -> None:
-    """Print :func:`time_shape` of every shape whose id contains ``select`` (the first ``flash`` on
-    ``sys.path``), one JSON line each; memory is handed back between shapes (n = 16384 tensors)."""
+def measure(select: str = "", flash_dir: str | None = None) -> None:
+    """Print :func:`time_shape` of every shape whose id contains ``select``, one JSON line each;
+    memory is handed back between shapes (n = 16384 tensors). ``flash_dir``: a folder holding the
+    ``flash/`` to time (default: the one ``import flash`` finds)."""
+    if flash_dir is not None:
+        if "flash" in sys.modules:
+            raise RuntimeError("flash is already imported; --flash must come first")
+        sys.path.insert(0, os.path.abspath(flash_dir))
+        import flash
+
+        if not os.path.abspath(flash.__file__).startswith(os.path.abspath(flash_dir) + os.sep):
+            raise RuntimeError(f"--flash {flash_dir}: imported {flash.__file__} instead")
     import torch
 
     for shape in shapes():
@@ -134,13 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compare_trees",
                                      description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("measure", help="time the flash first on sys.path (CUDA only)")
+    m = sub.add_parser("measure", help="time flash (CUDA only)")
     m.add_argument("-k", dest="select", default="", help="only shapes whose id contains this")
+    m.add_argument("--flash", dest="flash_dir", help="a folder holding the flash/ to time (the old kernel)")
     c = sub.add_parser("compare", help="old runs' JSON lines, then --, then the new runs'")
     c.add_argument("files", nargs="+")
     args = parser.parse_args(argv)
     if args.command == "measure":
-        measure(args.select)
+        measure(args.select, args.flash_dir)
         return 0
     raw = list(argv if argv is not None else sys.argv[1:])
     if raw.count("--") != 1:

@@ -221,3 +221,18 @@ def test_compare_trees_shape_ids_are_unique():
 
     ids = [s.id for s in shapes()]
     assert len(ids) == len(set(ids))
+
+
+def test_compare_trees_times_the_flash_it_is_given_or_refuses(tmp_path):
+    """``--flash DIR`` must import DIR's flash: ``python -m`` puts the tree's own first on sys.path."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    shutil.copytree(root / "flash", tmp_path / "flash", ignore=shutil.ignore_patterns("__pycache__"))
+    cmd = [sys.executable, "-m", "benchmarks.compare_trees", "measure", "-k", "no-such-shape", "--flash"]
+    ok = subprocess.run([*cmd, str(tmp_path)], cwd=root, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    missing = subprocess.run([*cmd, str(tmp_path / "missing")], cwd=root, capture_output=True, text=True)
+    assert missing.returncode != 0 and "imported" in missing.stderr and "instead" in missing.stderr
