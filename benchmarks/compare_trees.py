@@ -11,13 +11,12 @@ its ``flash/``, before it); everything else comes from the tree::
       PYTHONPATH=. python3 -m benchmarks.compare_trees measure --flash /tmp/A > A$i.jsonl
       PYTHONPATH=. python3 -m benchmarks.compare_trees measure > B$i.jsonl
     done
-    python3 -m benchmarks.compare_trees compare A1.jsonl A2.jsonl -- B1.jsonl B2.jsonl
+    python3 -m benchmarks.compare_trees compare --old A1.jsonl A2.jsonl --new B1.jsonl B2.jsonl
 
 ``measure`` (CUDA only) prints one JSON line per shape: the backward's median time (the gradient
 of a saved forward, ``triton.testing.do_bench``), the forward's, and the ``flash`` package timed.
-The shapes are the quick grid's (bf16 at n = 1024, 4096, 16384; fp16 at 4096 and 16384; d = 64
-and 128; causal and not), n = 4097, and the feature benchmarks' scenarios (GQA 8:1, window
-(1023, 0), softcap 30).
+The shapes are the speed gate's quick grid, n = 4097 and the feature benchmarks' cases (GQA 8:1,
+window (1023, 0), softcap 30); ``-k`` picks some by id.
 ``compare`` prints a Markdown table of new / old per shape and their geometric mean (below 1:
 the new kernel is faster). No timing is asserted anywhere.
 """
@@ -32,34 +31,24 @@ import sys
 from collections.abc import Iterable
 from dataclasses import asdict
 
-from benchmarks.features import Case
+from benchmarks.features import Case, cases
+from benchmarks.shapes import attention_grid
+from benchmarks.tune import _time
 
 
 def shapes() -> list[Case]:
-    """The shapes ``measure`` times (see the module docstring), as the feature benchmarks' cases."""
-    out = []
-    for dtype in ("bfloat16", "float16"):
-        for d in (64, 128):
-            h = 2048 // d
-            for n, b in ((1024, 16), (4096, 4), (16384, 1)):
-                if dtype == "float16" and n == 1024:
-                    continue
-                out += [Case("plain", dtype, d, n, b, h, h, causal) for causal in (False, True)]
-        out += [
-            Case("plain", dtype, 128, 4097, 4, 16, 16, True),
-            Case("gqa", dtype, 128, 4096, 4, 32, 4, True),
-            Case("gqa", dtype, 64, 4096, 4, 32, 4, False),
-            Case("window", dtype, 128, 16384, 1, 16, 16, True, window=(1023, 0)),
-            Case("window", dtype, 64, 16384, 1, 32, 32, True, window=(1023, 0)),
-            Case("softcap", dtype, 128, 4096, 4, 16, 16, True, softcap=30.0),
-        ]
-    return out
+    """The shapes ``measure`` times: the speed gate's quick grid (:func:`benchmarks.shapes.attention_grid`),
+    n = 4097 (d = 128 causal, both dtypes) and the feature benchmarks' cases
+    (:func:`benchmarks.features.cases`), so an A/B row is a row the gate or ``features.sh`` reports."""
+    out = [Case("plain", s.dtype, s.head_dim, s.seq_len, s.batch, s.heads, s.heads, s.causal)
+           for s in attention_grid("quick")]
+    out += [Case("plain", dtype, 128, 4097, 4, 16, 16, True) for dtype in ("bfloat16", "float16")]
+    return out + cases("quick")
 
 
 def time_shape(shape: Case) -> dict:
     """One JSON-able row: the backward's and the forward's median time (ms) of ``shape``."""
     import torch
-    import triton.testing
 
     import flash
 
@@ -71,19 +60,17 @@ def time_shape(shape: Case) -> dict:
     features = {"window": shape.window, "softcap": shape.softcap}
     o = flash.attention(q, k, v, shape.causal, **features)
     do = torch.randn_like(o)
-    backward = triton.testing.do_bench(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True),
-                                       warmup=25, rep=150, return_mode="median")
+    backward = _time(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
     with torch.no_grad():
-        forward = triton.testing.do_bench(lambda: flash.attention(q, k, v, shape.causal, **features),
-                                          warmup=25, rep=150, return_mode="median")
+        forward = _time(lambda: flash.attention(q, k, v, shape.causal, **features))
     return {"id": shape.id, "bwd_ms": backward, "fwd_ms": forward, "shape": asdict(shape),
             "flash": os.path.dirname(flash.__file__)}
 
 
-def measure(select: str = "", flash_dir: str | None = None) -> None:
-    """Print :func:`time_shape` of every shape whose id contains ``select``, one JSON line each;
-    memory is handed back between shapes (n = 16384 tensors). ``flash_dir``: a folder holding the
-    ``flash/`` to time (default: the one ``import flash`` finds)."""
+def measure(select: list[str] | None = None, flash_dir: str | None = None) -> None:
+    """Print :func:`time_shape` of every shape whose id contains one of ``select`` (all when none),
+    one JSON line each; memory is handed back between shapes (n = 16384 tensors). ``flash_dir``: a
+    folder holding the ``flash/`` to time (default: the one ``import flash`` finds)."""
     if flash_dir is not None:
         if "flash" in sys.modules:
             raise RuntimeError("flash is already imported; --flash must come first")
@@ -95,22 +82,25 @@ def measure(select: str = "", flash_dir: str | None = None) -> None:
     import torch
 
     for shape in shapes():
-        if select in shape.id:
+        if not select or any(part in shape.id for part in select):
             print(json.dumps(time_shape(shape)), flush=True)
             torch.cuda.empty_cache()
 
 
-def fastest(lines: Iterable[str]) -> dict[str, dict[str, float]]:
-    """Per shape id, the smallest ``bwd_ms`` and ``fwd_ms`` over every line (JSON) given."""
+def fastest(lines: Iterable[str]) -> tuple[dict[str, dict[str, float]], set[str]]:
+    """Per shape id, the smallest ``bwd_ms`` and ``fwd_ms`` over every line (JSON) given; and the
+    ``flash`` packages the lines name."""
     best: dict[str, dict[str, float]] = {}
+    packages: set[str] = set()
     for line in lines:
         if not line.strip():
             continue
         row = json.loads(line)
+        packages.add(row.get("flash", "?"))
         entry = best.setdefault(row["id"], {"bwd_ms": math.inf, "fwd_ms": math.inf})
         for key in ("bwd_ms", "fwd_ms"):
             entry[key] = min(entry[key], float(row[key]))
-    return best
+    return best, packages
 
 
 def compare(old: dict[str, dict[str, float]], new: dict[str, dict[str, float]]) -> str:
@@ -135,7 +125,7 @@ def compare(old: dict[str, dict[str, float]], new: dict[str, dict[str, float]]) 
     return "\n".join(rows) + "\n"
 
 
-def _read(paths: list[str]) -> dict[str, dict[str, float]]:
+def _read(paths: list[str]) -> tuple[dict[str, dict[str, float]], set[str]]:
     lines: list[str] = []
     for path in paths:
         with open(path) as f:
@@ -148,20 +138,21 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure", help="time flash (CUDA only)")
-    m.add_argument("-k", dest="select", default="", help="only shapes whose id contains this")
+    m.add_argument("-k", dest="select", action="append",
+                   help="only shapes whose id contains this (repeat for several; default: all)")
     m.add_argument("--flash", dest="flash_dir", help="a folder holding the flash/ to time (the old kernel)")
-    c = sub.add_parser("compare", help="old runs' JSON lines, then --, then the new runs'")
-    c.add_argument("files", nargs="+")
+    c = sub.add_parser("compare", help="a table of the new runs' times over the old runs'")
+    c.add_argument("--old", nargs="+", required=True, help="the old kernel's measure output(s)")
+    c.add_argument("--new", nargs="+", required=True, help="the new kernel's measure output(s)")
     args = parser.parse_args(argv)
     if args.command == "measure":
         measure(args.select, args.flash_dir)
         return 0
-    raw = list(argv if argv is not None else sys.argv[1:])
-    if raw.count("--") != 1:
-        parser.error("compare: give the old runs' files, then --, then the new runs'")
-    split = raw.index("--")
-    old_files, new_files = raw[raw.index("compare") + 1:split], raw[split + 1:]
-    print(compare(_read(old_files), _read(new_files)), end="")
+    (old, old_packages), (new, new_packages) = _read(args.old), _read(args.new)
+    if old_packages & new_packages:
+        print(f"warning: both sides timed the same flash package ({', '.join(sorted(old_packages & new_packages))}): "
+              "was --flash given to the old runs?", file=sys.stderr)
+    print(compare(old, new), end="")
     return 0
 
 

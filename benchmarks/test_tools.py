@@ -197,23 +197,38 @@ def test_gpu_tools_need_a_gpu(capsys, tool, argv):
 def test_compare_trees_keeps_each_sides_fastest_and_reports_new_over_old(tmp_path, capsys):
     from benchmarks import compare_trees
 
-    def line(shape_id, bwd, fwd):
-        return json.dumps({"id": shape_id, "bwd_ms": bwd, "fwd_ms": fwd})
+    def line(shape_id, bwd, fwd, package="/old/flash"):
+        return json.dumps({"id": shape_id, "bwd_ms": bwd, "fwd_ms": fwd, "flash": package})
 
     old = [tmp_path / "A1.jsonl", tmp_path / "A2.jsonl"]
     new = [tmp_path / "B1.jsonl"]
     old[0].write_text(line("s1", 4.0, 1.0) + "\n" + line("s2", 2.0, 1.0) + "\n")
     old[1].write_text(line("s1", 5.0, 2.0) + "\n" + line("only-old", 1.0, 1.0) + "\n")
-    new[0].write_text(line("s1", 2.0, 1.0) + "\n" + line("s2", 4.0, 1.0) + "\n")
-    assert compare_trees.fastest(old[0].read_text().splitlines() + old[1].read_text().splitlines())["s1"] == {
-        "bwd_ms": 4.0, "fwd_ms": 1.0}
-    assert compare_trees.main(["compare", *map(str, old), "--", *map(str, new)]) == 0
-    out = capsys.readouterr().out
+    new[0].write_text(line("s1", 2.0, 1.0, "/new/flash") + "\n" + line("s2", 4.0, 1.0, "/new/flash") + "\n")
+    best, packages = compare_trees.fastest(old[0].read_text().splitlines() + old[1].read_text().splitlines())
+    assert best["s1"] == {"bwd_ms": 4.0, "fwd_ms": 1.0} and packages == {"/old/flash"}
+    assert compare_trees.main(["compare", "--old", *map(str, old), "--new", *map(str, new)]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
     assert "| s1 | 4.000 | 2.000 | 0.500 |" in out and "| s2 | 2.000 | 4.000 | 2.000 |" in out
     assert "only-old" not in out
     assert "over 2 shapes: backward 1.000, forward 1.000" in out  # sqrt(0.5 * 2.0)
+    assert "warning" not in captured.err
     with pytest.raises(SystemExit):
-        compare_trees.main(["compare", str(old[0]), str(new[0])])  # no "--": which side is which?
+        compare_trees.main(["compare", str(old[0]), str(new[0])])  # which side is which?
+    # Both sides timed the same package: the old runs were not given --flash.
+    assert compare_trees.main(["compare", "--old", str(old[0]), "--new", str(old[1])]) == 0
+    assert "both sides timed the same flash package (/old/flash)" in capsys.readouterr().err
+
+
+def test_compare_trees_measures_the_gates_and_the_feature_benchmarks_shapes():
+    from benchmarks.compare_trees import shapes
+    from benchmarks.features import cases
+
+    ids = {s.id for s in shapes()}
+    assert {s.id for s in cases("quick")} <= ids
+    plain = {(s.dtype, s.head_dim, s.seq_len, s.batch, s.heads, s.causal) for s in shapes() if s.scenario == "plain"}
+    assert {(s.dtype, s.head_dim, s.seq_len, s.batch, s.heads, s.causal) for s in attention_grid("quick")} <= plain
 
 
 def test_compare_trees_shape_ids_are_unique():
