@@ -67,10 +67,11 @@ def time_shape(shape: Case) -> dict:
             "flash": os.path.dirname(flash.__file__)}
 
 
-def measure(select: list[str] | None = None, flash_dir: str | None = None) -> None:
+def measure(select: list[str] | None = None, flash_dir: str | None = None) -> int:
     """Print :func:`time_shape` of every shape whose id contains one of ``select`` (all when none),
     one JSON line each; memory is handed back between shapes (n = 16384 tensors). ``flash_dir``: a
-    folder holding the ``flash/`` to time (default: the one ``import flash`` finds)."""
+    folder holding the ``flash/`` to time (default: the one ``import flash`` finds). Returns the
+    exit status: 2 when shapes are selected and there is no CUDA GPU."""
     if flash_dir is not None:
         if "flash" in sys.modules:
             raise RuntimeError("flash is already imported; --flash must come first")
@@ -81,10 +82,14 @@ def measure(select: list[str] | None = None, flash_dir: str | None = None) -> No
             raise RuntimeError(f"--flash {flash_dir}: imported {flash.__file__} instead")
     import torch
 
-    for shape in shapes():
-        if not select or any(part in shape.id for part in select):
-            print(json.dumps(time_shape(shape)), flush=True)
-            torch.cuda.empty_cache()
+    chosen = [shape for shape in shapes() if not select or any(part in shape.id for part in select)]
+    if chosen and not torch.cuda.is_available():
+        print("compare_trees measure needs a CUDA GPU", file=sys.stderr)
+        return 2
+    for shape in chosen:
+        print(json.dumps(time_shape(shape)), flush=True)
+        torch.cuda.empty_cache()
+    return 0
 
 
 def fastest(lines: Iterable[str]) -> tuple[dict[str, dict[str, float]], set[str]]:
@@ -146,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--new", nargs="+", required=True, help="the new kernel's measure output(s)")
     args = parser.parse_args(argv)
     if args.command == "measure":
-        measure(args.select, args.flash_dir)
-        return 0
+        return measure(args.select, args.flash_dir)
     (old, old_packages), (new, new_packages) = _read(args.old), _read(args.new)
     if old_packages & new_packages:
         print(f"warning: both sides timed the same flash package ({', '.join(sorted(old_packages & new_packages))}): "

@@ -185,7 +185,7 @@ def test_tune_candidates_are_launchable_configs():
 
 
 @pytest.mark.parametrize("tool, argv", [("tune", ["--pass", "fwd"]), ("compare_read_paths", None),
-                                        ("tune_features", None)])
+                                        ("tune_features", None), ("compare_trees", ["measure", "-k", "d64"])])
 def test_gpu_tools_need_a_gpu(capsys, tool, argv):
     if torch.cuda.is_available():
         pytest.skip(f"has a GPU: {tool} would run")
