@@ -101,7 +101,8 @@ def fastest(lines: Iterable[str]) -> tuple[dict[str, dict[str, float]], set[str]
         if not line.strip():
             continue
         row = json.loads(line)
-        packages.add(row.get("flash", "?"))
+        if "flash" in row:  # rows written before measure named its package have none
+            packages.add(row["flash"])
         entry = best.setdefault(row["id"], {"bwd_ms": math.inf, "fwd_ms": math.inf})
         for key in ("bwd_ms", "fwd_ms"):
             entry[key] = min(entry[key], float(row[key]))

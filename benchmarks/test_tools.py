@@ -219,6 +219,11 @@ def test_compare_trees_keeps_each_sides_fastest_and_reports_new_over_old(tmp_pat
     # Both sides timed the same package: the old runs were not given --flash.
     assert compare_trees.main(["compare", "--old", str(old[0]), "--new", str(old[1])]) == 0
     assert "both sides timed the same flash package (/old/flash)" in capsys.readouterr().err
+    # Rows that name no package (written before measure recorded it) are no evidence either way.
+    unnamed = tmp_path / "unnamed.jsonl"
+    unnamed.write_text(json.dumps({"id": "s1", "bwd_ms": 1.0, "fwd_ms": 1.0}) + "\n")
+    assert compare_trees.main(["compare", "--old", str(unnamed), "--new", str(unnamed)]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_compare_trees_measures_the_gates_and_the_feature_benchmarks_shapes():
