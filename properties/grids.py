@@ -200,7 +200,9 @@ def decode_cpu_cases() -> list[Case]:
     The first two have keys enough for ``flash``'s default split of 512 (two splits); the others,
     up to 300 keys, make 2 to 19 splits of 16 keys (:mod:`flash.split_kv`), and a window of 56 keys
     at the end of 300, with 16 rows each seeing 41 of them, leaves a row some splits with nothing in
-    them. Sized for the interpreter: every check runs on each."""
+    them. The last has slices that start 8 elements apart, not 16 (``flash.forward.offset_alignment``),
+    which the split-KV kernel compiles for separately. Sized for the interpreter: every check runs
+    on each."""
     return [
         Case(1, 1025, 64, (2, 2), "float32", False, kv_heads=1),  # decode, multi-query
         Case(3, 1100, 64, (1, 2), "float16", True, "heads_last", seed=1, kv_heads=1,
@@ -212,6 +214,7 @@ def decode_cpu_cases() -> list[Case]:
         Case(2, 160, 80, (3,), "float16", False, "broadcast_kv", seed=4, softmax_scale=0.3),
         Case(9, 129, 16, (2, 3), "float32", False, "offset", seed=5, kv_heads=1, window=(60, 60),
              distribution="uniform", scale=3.0),
+        Case(3, 301, 40, (2,), "float32", True, seed=6, causal_alignment="bottom_right"),  # odd strides
     ]
 
 
@@ -230,7 +233,8 @@ def decode_long_cpu_cases() -> list[Case]:
 def decode_gpu_cases() -> list[Case]:
     """Decoding cases for a compiled kernel: one row over 32k keys with GQA 4:1 (the shape a split-KV
     path is for) and speculative decoding (4 and 16 rows, bottom-right) with a softcap or a window,
-    in both 16-bit dtypes; float32 at head dims 128 and 256, whose tiles differ (shared memory)."""
+    in both 16-bit dtypes; float32 at head dims 128 and 256, whose tiles differ (shared memory); a
+    padded head dim (72) whose slices start 8 elements apart, not 16 (a separate compilation)."""
     cases = []
     for dtype in ("bfloat16", "float16"):
         cases += [
@@ -244,4 +248,5 @@ def decode_gpu_cases() -> list[Case]:
         Case(1, 1024, 256, (2,), "float32", False, "heads_last", seed=3),
         Case(4, 2049, 128, (1, 4), "float32", True, seed=4, kv_heads=2,
              causal_alignment="bottom_right", softcap=20.0),
+        Case(3, 20001, 72, (3,), "bfloat16", True, seed=5, causal_alignment="bottom_right"),
     ]

@@ -95,6 +95,8 @@ SPLIT_CPU = _short(property_cpu_cases() + feature_cpu_cases()) + decode_cpu_case
 per kv head, minutes in the interpreter for every check."""
 SPLIT_GPU = [c for c in _short(property_gpu_cases()) + decode_gpu_cases() if c.dtype == "bfloat16"]
 """bfloat16's (GPU-only in the suite): flash's own decode grid has the other dtypes compiled."""
+SPLIT_PACKED_CPU = varlen_decode_cpu_cases() + varlen_cpu_cases()[3:4] + varlen_feature_cpu_cases()[2:3]
+SPLIT_PACKED_GPU = varlen_decode_gpu_cases()[:1]
 
 
 @pytest.mark.parametrize("check", CHECKS)
@@ -110,14 +112,13 @@ def test_split_kv_gpu(check, case):
 
 
 @pytest.mark.parametrize("check", PACKED_CHECKS)
-@pytest.mark.parametrize("case", case_params(varlen_decode_cpu_cases() + varlen_cpu_cases()[3:4]
-                                             + varlen_feature_cpu_cases()[2:3]))
+@pytest.mark.parametrize("case", case_params(SPLIT_PACKED_CPU))
 def test_split_kv_packed(check, case):
     run_check(check, load_kernel("flash.split_kv"), case)
 
 
 @pytest.mark.parametrize("check", PACKED_CHECKS)
-@pytest.mark.parametrize("case", case_params(varlen_decode_gpu_cases()[:1], gpu=True))
+@pytest.mark.parametrize("case", case_params(SPLIT_PACKED_GPU, gpu=True))
 def test_split_kv_packed_gpu(check, case):
     run_check(check, load_kernel("flash.split_kv"), case)
 

@@ -1,0 +1,172 @@
+"""The grids reach every compiled specialization of flash's kernels.
+
+Each Triton kernel of :mod:`flash` compiles one program per value of its ``tl.constexpr`` flags
+(``SOFTCAP``, ``HAS_LEFT``, ``VARLEN``, ``SPLIT_RUNS``, ``TMA``, ...). A bug inside one of those
+programs shows only on a case that compiles it: a flag that no case of a grid sets (or clears) is
+code that grid ships untested, however many cases it has. (The fourteenth session found its new
+one-loop backward reached by no CPU gradient case.)
+
+So each grid's cases are run through flash's forward and backward as the checks call them, with
+every kernel launch recorded and **not executed**: which program a call compiles is decided on the
+host, from shapes, dtypes, strides and features, so a dry run answers the question in seconds
+instead of the grids' minutes of interpreted kernels. The GPU grids are dry-run here too, without
+a GPU: the host code that picks a specialization is the same on both platforms but for one test
+(``flash.decode.INTERPRET``), which the dry run sets as the grid's platform has it.
+
+The assertion: every boolean flag of every launched kernel takes both values somewhere in the CPU
+grids, and again in the GPU grids (``ONE_VALUE`` lists the exceptions, each with its reason), and
+the flags of ``REQUIRED`` reach the values it names. This is a statement about flash's code and
+this suite's grids, not about the kernel contract, so it runs for flash whatever ``--kernel`` says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from types import ModuleType
+
+import pytest
+import torch
+from triton.runtime.jit import KernelInterface
+
+import flash
+from flash import backward_triton, decode, forward, replay, split_kv
+from properties import default_device, grids, varlen_grids
+from properties.case import feature_kwargs
+from tests import test_decode
+
+KERNEL_MODULES = (forward, backward_triton, decode)
+"""The modules whose Triton kernels are launched (device helpers are never launched themselves)."""
+
+DEVICE = default_device()
+"""Where the dry run's tensors live: the CPU here, the GPU on a machine that has one (flash takes
+CPU tensors only in the interpreter). Nothing runs on them."""
+
+Grid = tuple[ModuleType, Callable[[], list]]
+"""A kernel module and the cases the suite runs through it."""
+
+CPU_GRIDS: tuple[Grid, ...] = (
+    *((flash, grid) for grid in (
+        grids.cpu_cases, grids.backward_cpu_cases, grids.property_cpu_cases, grids.feature_cpu_cases,
+        grids.decode_cpu_cases, grids.decode_long_cpu_cases, varlen_grids.varlen_cpu_cases,
+        varlen_grids.varlen_feature_cpu_cases, varlen_grids.varlen_decode_cpu_cases)),
+    (split_kv, lambda: test_decode.SPLIT_CPU + test_decode.SPLIT_PACKED_CPU),
+)
+GPU_GRIDS: tuple[Grid, ...] = (
+    *((flash, grid) for grid in (
+        grids.gpu_cases, grids.backward_gpu_cases, grids.property_gpu_cases, grids.feature_gpu_cases,
+        grids.decode_gpu_cases, varlen_grids.varlen_gpu_cases, varlen_grids.varlen_decode_gpu_cases)),
+    (split_kv, lambda: test_decode.SPLIT_GPU + test_decode.SPLIT_PACKED_GPU),
+)
+
+REQUIRED: dict[str, Callable[[set], bool]] = {
+    "OFFSET_ALIGN": lambda values: 16 in values and min(values) < 16,
+    "INPUT_PRECISION": lambda values: values == {"ieee", "tf32"},
+}
+"""Flags that are not booleans, and the values a grid must reach: ``OFFSET_ALIGN`` (the alignment
+the kernel may assume of a slice's start, :func:`flash.forward.offset_alignment`) both the aligned
+16 and less (a layout whose slices start anywhere), ``INPUT_PRECISION`` float32's and the 16-bit
+types'. Tile sizes (``BLOCK_*``) are not required: they change the shape of the same code."""
+
+ONE_VALUE: dict[tuple[str, str], str] = {
+    ("_split_kv_kernel", "ONE_HEAD_PER_TILE"):
+        "fixed by the platform, not the case (flash.decode: True in the interpreter, whose matmul "
+        "rounds a row by its place in the tile; False on a GPU); each grid set compiles its own",
+}
+"""``(kernel, flag)`` pairs allowed to take one value in a grid set, each with the reason."""
+
+Seen = dict[str, dict[str, set]]
+
+
+@contextlib.contextmanager
+def dry_launches() -> Iterator[Seen]:
+    """Record each launch's keyword arguments per kernel instead of running it (replay off, so
+    every call goes through the launch path)."""
+    seen: Seen = defaultdict(lambda: defaultdict(set))
+    kernels = {id(obj): obj for module in KERNEL_MODULES for obj in vars(module).values()
+               if isinstance(obj, KernelInterface)}
+
+    def recorder(kernel):
+        def run(*args, grid, warmup, **kwargs):
+            for name, value in kwargs.items():
+                seen[kernel.__name__][name].add(value)
+        return run
+
+    with replay.disabled():
+        try:
+            for kernel in kernels.values():
+                kernel.run = recorder(kernel)
+            yield seen
+        finally:
+            for kernel in kernels.values():
+                del kernel.run
+
+
+def _call(kernel: ModuleType, case) -> None:
+    """Forward and backward of ``case`` through ``kernel``, as the gradient checks call them."""
+    kwargs = feature_kwargs(case)
+    if hasattr(case, "seqlens_q"):
+        q, k, v, *rest = case.make_qkv(DEVICE)
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        o = kernel.attention_varlen(q, k, v, *rest, case.is_causal, **kwargs)
+    else:
+        q, k, v = (t.detach().requires_grad_() for t in case.make_qkv(DEVICE))
+        o = kernel.attention(q, k, v, case.is_causal, **kwargs)
+    o.backward(case.make_grad_out(DEVICE))
+
+
+def specializations(grid_set: tuple[Grid, ...], interpret: bool) -> Seen:
+    """Every value of every keyword each kernel was launched with, over the grids' cases, with
+    the host's choices made as in the interpreter or (``interpret=False``) on a GPU."""
+    with dry_launches() as seen, _platform(interpret):
+        for kernel, grid in grid_set:
+            for case in grid():
+                _call(kernel, case)
+    return {kernel: dict(flags) for kernel, flags in seen.items()}
+
+
+@contextlib.contextmanager
+def _platform(interpret: bool) -> Iterator[None]:
+    """Make the host code choose as it would in the interpreter or on a GPU: ``flash.decode``'s
+    ``INTERPRET`` is the one platform test among the choices of a specialization."""
+    saved, decode.INTERPRET = decode.INTERPRET, interpret
+    try:
+        yield
+    finally:
+        decode.INTERPRET = saved
+
+
+def _gaps(seen: Seen) -> list[str]:
+    gaps = []
+    for kernel, flags in sorted(seen.items()):
+        for flag, values in sorted(flags.items()):
+            if (kernel, flag) in ONE_VALUE:
+                continue
+            if all(isinstance(v, bool) for v in values) and len(values) == 1:
+                gaps.append(f"{kernel}.{flag} only {next(iter(values))}")
+            elif flag in REQUIRED and not REQUIRED[flag](values):
+                gaps.append(f"{kernel}.{flag} only {sorted(values, key=str)}")
+    return gaps
+
+
+@pytest.mark.parametrize("grid_set, interpret", [(CPU_GRIDS, True), (GPU_GRIDS, False)],
+                         ids=["cpu_grids", "gpu_grids"])
+def test_grids_reach_every_specialization(grid_set, interpret):
+    seen = specializations(grid_set, interpret)
+    assert set(seen) >= {"_flash_forward_kernel", "_backward_dkdv_kernel", "_backward_dq_kernel",
+                         "_split_kv_kernel", "_merge_kernel"}, sorted(seen)
+    gaps = _gaps(seen)
+    assert not gaps, "specializations no case of the grids compiles: " + "; ".join(gaps)
+
+
+def test_dry_launches_record_and_restore():
+    """The spy sees a launch's flags, and afterwards the kernels launch for real again."""
+    q = torch.randn(1, 17, 16, device=DEVICE)
+    with dry_launches() as seen, torch.no_grad():
+        flash.attention(q, q, q, True)
+    assert seen["_flash_forward_kernel"]["HAS_RIGHT"] == {True}
+    assert "run" not in vars(forward._flash_forward_kernel)
+    with torch.no_grad():
+        o = flash.attention(q, q, q, False)
+    assert torch.allclose(o, torch.softmax(q @ q.mT / 4, -1) @ q, atol=1e-5)
