@@ -234,7 +234,8 @@ def decode_gpu_cases() -> list[Case]:
     """Decoding cases for a compiled kernel: one row over 32k keys with GQA 4:1 (the shape a split-KV
     path is for) and speculative decoding (4 and 16 rows, bottom-right) with a softcap or a window,
     in both 16-bit dtypes; float32 at head dims 128 and 256, whose tiles differ (shared memory); a
-    padded head dim (72) whose slices start 8 elements apart, not 16 (a separate compilation)."""
+    padded head dim (80) in the gapped layout, whose slices start at odd offsets though every row
+    is 16-byte aligned (compiled apart: ``OFFSET_ALIGN`` 1, not 16)."""
     cases = []
     for dtype in ("bfloat16", "float16"):
         cases += [
@@ -248,5 +249,5 @@ def decode_gpu_cases() -> list[Case]:
         Case(1, 1024, 256, (2,), "float32", False, "heads_last", seed=3),
         Case(4, 2049, 128, (1, 4), "float32", True, seed=4, kv_heads=2,
              causal_alignment="bottom_right", softcap=20.0),
-        Case(3, 20001, 72, (3,), "bfloat16", True, seed=5, causal_alignment="bottom_right"),
+        Case(3, 20001, 80, (3,), "bfloat16", True, "gapped", seed=5, causal_alignment="bottom_right"),
     ]

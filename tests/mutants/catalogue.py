@@ -408,6 +408,10 @@ CATALOGUE: tuple[Mutant, ...] = (
            "split = tl.load(PLAN + seq * PLAN_FIELDS) >= 0",
            "packed input with a split sequence: the forward skips every sequence, so those that do not "
            "split are never computed; packed, one sequence that splits beside one that does not"),
+    Mutant("split_kv_alignment_assumed", D, "OFFSET_ALIGN=offset_alignment(q, k, v),", "OFFSET_ALIGN=16,",
+           "the split kernel promised 16-element aligned slice starts, so the compiler loads 16-byte "
+           "vectors from starts that are not (the gapped layout, a decode shape that splits); GPU only, "
+           "the interpreter ignores alignment hints", gpu_only=True),
     # -- the tensor-descriptor (TMA) reads of the forward: when they are chosen, what they read --
     Mutant("tma_row_stride_unchecked", F,
            "if t.stride(-1) != 1 or t.stride(-2) <= 0 or (t.stride(-2) * size) % 16 \\",
