@@ -174,3 +174,47 @@ def test_dry_launches_record_and_restore():
     with torch.no_grad():
         o = flash.attention(q, q, q, False)
     assert torch.allclose(o, torch.softmax(q @ q.mT / 4, -1) @ q, atol=1e-5)
+
+
+def fuzz_draws(strategy, n: int) -> list:
+    """``n`` derandomized draws of a Hypothesis strategy (the same draws on every run)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    drawn = []
+
+    @settings(max_examples=n, derandomize=True, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), deadline=None)
+    @given(strategy)
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    return drawn
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tests.test_specializations [--fuzz N]``: each kernel's flags as the grids reach
+    them, and as N dense and N packed fuzz draws (every feature) of each size reach them."""
+    import argparse
+
+    from fuzz import strategies
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--fuzz", type=int, default=0, metavar="N")
+    args = parser.parse_args(argv)
+    sets = [("cpu grids", CPU_GRIDS, True), ("gpu grids", GPU_GRIDS, False)]
+    for size in (strategies.CPU_QUICK, strategies.CPU, strategies.GPU) if args.fuzz else ():
+        dense = fuzz_draws(strategies.cases(size=size, features=flash.FEATURES), args.fuzz)
+        packed = fuzz_draws(strategies.varlen_cases(size=size, features=flash.FEATURES), args.fuzz)
+        sets.append((f"fuzz {size.name}", ((flash, lambda d=dense + packed: d, True),),
+                     size is not strategies.GPU))
+    for name, grid_set, interpret in sets:
+        seen = specializations(grid_set, interpret)
+        print(f"{name}: gaps {_gaps(seen) or 'none'}")
+        for kernel, flags in sorted(seen.items()):
+            shown = {flag: sorted(values, key=str) for flag, values in flags.items() if flag.isupper()}
+            print(f"  {kernel} {shown}")
+
+
+if __name__ == "__main__":
+    main()
