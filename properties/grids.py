@@ -235,7 +235,9 @@ def decode_gpu_cases() -> list[Case]:
     path is for) and speculative decoding (4 and 16 rows, bottom-right) with a softcap or a window,
     in both 16-bit dtypes; float32 at head dims 128 and 256, whose tiles differ (shared memory); a
     padded head dim (80) in the gapped layout, whose slices start at odd offsets though every row
-    is 16-byte aligned (compiled apart: ``OFFSET_ALIGN`` 1, not 16)."""
+    is 16-byte aligned (compiled apart: ``OFFSET_ALIGN`` 1, not 16); and a head dim that is not a
+    multiple of 16 (72) at an unaligned address (the offset layout), multi-query, with a window
+    wide enough to split, on which Triton compiles the split-KV path apart again."""
     cases = []
     for dtype in ("bfloat16", "float16"):
         cases += [
@@ -250,4 +252,6 @@ def decode_gpu_cases() -> list[Case]:
         Case(4, 2049, 128, (1, 4), "float32", True, seed=4, kv_heads=2,
              causal_alignment="bottom_right", softcap=20.0),
         Case(3, 20001, 80, (3,), "bfloat16", True, "gapped", seed=5, causal_alignment="bottom_right"),
+        Case(5, 9000, 72, (2, 2), "bfloat16", False, "offset", seed=6, kv_heads=1,
+             causal_alignment="bottom_right", window=(3000, 0)),
     ]

@@ -15,7 +15,10 @@ a GPU: the host code that picks a specialization is the same on both platforms b
 
 The assertion: every boolean flag of every launched kernel takes both values somewhere in the CPU
 grids, and again in the GPU grids (``ONE_VALUE`` lists the exceptions, each with its reason), and
-the flags of ``REQUIRED`` reach the values it names. This is a statement about flash's code and
+the flags of ``REQUIRED`` reach the values it names. A compiled kernel is specialized further by
+Triton itself, on whether each pointer is 16-byte aligned and each integer is 1 or a multiple of
+16: for the GPU grids, every argument the caller's tensors decide (``FROM_CALLER``) must fall on
+both sides. This is a statement about flash's code and
 this suite's grids, not about the kernel contract, so it runs for flash whatever ``--kernel`` says.
 """
 
@@ -81,6 +84,23 @@ ONE_VALUE: dict[tuple[str, str], str] = {
 
 Seen = dict[str, dict[str, set]]
 
+FROM_CALLER = ("Q", "K", "V", "DO", "N_Q", "N_K", "HEAD_DIM")
+"""Kernel arguments the caller's tensors decide (with the strides of q, k, v and do): Triton
+specializes a compiled program on them (:func:`_divisibility`). flash's own buffers are left out:
+flash allocates them, aligned, every time."""
+
+
+def _from_caller(name: str) -> bool:
+    return name in FROM_CALLER or name.startswith(("stride_q", "stride_k", "stride_v", "stride_do"))
+
+
+def _divisibility(value: object) -> str:
+    """What a compiled Triton program is specialized on (the interpreter specializes nothing): a
+    pointer on whether it is 16-byte aligned, an integer on whether it is 1 or a multiple of 16."""
+    if isinstance(value, torch.Tensor):
+        return "aligned" if value.data_ptr() % 16 == 0 else "unaligned"
+    return "1" if value == 1 else "multiple of 16" if value % 16 == 0 else "other"
+
 
 @contextlib.contextmanager
 def dry_launches() -> Iterator[Seen]:
@@ -92,8 +112,12 @@ def dry_launches() -> Iterator[Seen]:
 
     def recorder(kernel):
         def run(*args, grid, warmup, **kwargs):
+            flags = seen[kernel.fn.__name__]
             for name, value in kwargs.items():
-                seen[kernel.fn.__name__][name].add(value)
+                flags[name].add(value)
+            for name, value in zip(kernel.arg_names, args):
+                if _from_caller(name):
+                    flags[name].add(_divisibility(value))
         return run
 
     with replay.disabled():
@@ -154,13 +178,31 @@ def _gaps(seen: Seen) -> list[str]:
     return gaps
 
 
+def _compiled_gaps(seen: Seen) -> list[str]:
+    """The arguments of :data:`FROM_CALLER` whose every value fell on one side of Triton's
+    specialization: a head-dim stride always 1 (or never), any other always aligned or a multiple
+    of 16 (or never)."""
+    gaps = []
+    for kernel, args in sorted(seen.items()):
+        for name, values in sorted(args.items()):
+            if not _from_caller(name):
+                continue
+            if name.startswith("stride_") and name.endswith("d"):
+                sides = {value == "1" for value in values}
+            else:
+                sides = {value in ("aligned", "multiple of 16") for value in values}
+            if len(sides) == 1:
+                gaps.append(f"{kernel}.{name} only {sorted(values)}")
+    return gaps
+
+
 @pytest.mark.parametrize("grid_set, interpret", [(CPU_GRIDS, True), (GPU_GRIDS, False)],
                          ids=["cpu_grids", "gpu_grids"])
 def test_grids_reach_every_specialization(grid_set, interpret):
     seen = specializations(grid_set, interpret)
     assert set(seen) >= {"_flash_forward_kernel", "_backward_dkdv_kernel", "_backward_dq_kernel",
                          "_split_kv_kernel", "_merge_kernel"}, sorted(seen)
-    gaps = _gaps(seen)
+    gaps = _gaps(seen) + ([] if interpret else _compiled_gaps(seen))
     assert not gaps, "specializations no case of the grids compiles: " + "; ".join(gaps)
 
 
@@ -210,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
                      size is not strategies.GPU))
     for name, grid_set, interpret in sets:
         seen = specializations(grid_set, interpret)
-        print(f"{name}: gaps {_gaps(seen) or 'none'}")
+        print(f"{name}: gaps {_gaps(seen) + ([] if interpret else _compiled_gaps(seen)) or 'none'}")
         for kernel, flags in sorted(seen.items()):
             shown = {flag: sorted(values, key=str) for flag, values in flags.items() if flag.isupper()}
             print(f"  {kernel} {shown}")
