@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         return measure(args.select, args.flash_dir)
     (old, old_packages), (new, new_packages) = _read(args.old), _read(args.new)
     if old_packages & new_packages:
-        print(f"warning: both sides timed the same flash package ({', '.join(sorted(old_packages & new_packages))}): "
+        same = ", ".join(sorted(old_packages & new_packages))
+        print(f"warning: both sides timed the same flash package ({same}): "
               "was --flash given to the old runs?", file=sys.stderr)
     print(compare(old, new), end="")
     return 0

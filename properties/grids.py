@@ -164,6 +164,8 @@ def feature_cpu_cases() -> list[Case]:
         Case(33, 65, 16, (2,), "float32", False, "strided", seed=6, softmax_scale=0.0, window=(16, 16)),
         Case(97, 65, 24, (2, 4), "float32", True, "mixed", seed=4, kv_heads=2, softmax_scale=0.2,
              window=(32, 8), softcap=5.0, causal_alignment="bottom_right"),
+        # At 16 bits and d = 128, where flash reads k and v through tensor descriptors.
+        Case(33, 80, 128, (1,), "float16", True, seed=9, window=(24, 0), causal_alignment="bottom_right"),
     ]
 
 
@@ -188,7 +190,9 @@ def feature_gpu_cases() -> list[Case]:
             Case(769, 1024, 64, (2, 4), dtype, True, "strided", seed=7, kv_heads=2, softmax_scale=0.3,
                  window=(255, 64), softcap=20.0, causal_alignment="bottom_right"),
         ]
-    return cases
+    # A lower bound alone, bottom-right: each row sees every key from c_i - 300 on.
+    return cases + [Case(1000, 1500, 128, (2, 2), "bfloat16", False, seed=11, window=(300, -1),
+                         causal_alignment="bottom_right")]
 
 
 def decode_cpu_cases() -> list[Case]:
@@ -200,9 +204,10 @@ def decode_cpu_cases() -> list[Case]:
     The first two have keys enough for ``flash``'s default split of 512 (two splits); the others,
     up to 300 keys, make 2 to 19 splits of 16 keys (:mod:`flash.split_kv`), and a window of 56 keys
     at the end of 300, with 16 rows each seeing 41 of them, leaves a row some splits with nothing in
-    them. The last has slices that start 8 elements apart, not 16 (``flash.forward.offset_alignment``),
-    which the split-KV kernel compiles for separately. Sized for the interpreter: every check runs
-    on each."""
+    them. The one over 301 keys has slices that start 8 elements apart, not 16
+    (``flash.forward.offset_alignment``), which the split-KV kernel compiles for separately; the
+    last a window with a lower bound alone (``(60, -1)``: every key after ``c_i - 60``). Sized for
+    the interpreter: every check runs on each."""
     return [
         Case(1, 1025, 64, (2, 2), "float32", False, kv_heads=1),  # decode, multi-query
         Case(3, 1100, 64, (1, 2), "float16", True, "heads_last", seed=1, kv_heads=1,
@@ -215,6 +220,8 @@ def decode_cpu_cases() -> list[Case]:
         Case(9, 129, 16, (2, 3), "float32", False, "offset", seed=5, kv_heads=1, window=(60, 60),
              distribution="uniform", scale=3.0),
         Case(3, 301, 40, (2,), "float32", True, seed=6, causal_alignment="bottom_right"),  # odd strides
+        Case(4, 150, 16, (2,), "float32", False, seed=7, causal_alignment="bottom_right",
+             window=(60, -1)),  # a lower bound alone
     ]
 
 
@@ -237,7 +244,8 @@ def decode_gpu_cases() -> list[Case]:
     padded head dim (80) in the gapped layout, whose slices start at odd offsets though every row
     is 16-byte aligned (compiled apart: ``OFFSET_ALIGN`` 1, not 16); and a head dim that is not a
     multiple of 16 (72) at an unaligned address (the offset layout), multi-query, with a window
-    wide enough to split, on which Triton compiles the split-KV path apart again."""
+    wide enough to split, on which Triton compiles the split-KV path apart again; a top-left window
+    with a softcap and a bottom-right lower bound alone, each wide enough to split."""
     cases = []
     for dtype in ("bfloat16", "float16"):
         cases += [
@@ -254,4 +262,7 @@ def decode_gpu_cases() -> list[Case]:
         Case(3, 20001, 80, (3,), "bfloat16", True, "gapped", seed=5, causal_alignment="bottom_right"),
         Case(5, 9000, 72, (2, 2), "bfloat16", False, "offset", seed=6, kv_heads=1,
              causal_alignment="bottom_right", window=(3000, 0)),
+        Case(4, 6000, 64, (2,), "bfloat16", False, seed=7, window=(100, 3000), softcap=15.0),
+        Case(2, 5000, 128, (2, 4), "bfloat16", False, seed=8, kv_heads=2,
+             causal_alignment="bottom_right", window=(2500, -1), softcap=25.0),
     ]

@@ -74,7 +74,7 @@ GPU_DTYPES = ("bfloat16", "float16", "float32")
 
 def varlen_gpu_cases() -> list[VarlenCase]:
     """Cases for the compiled kernel: every dtype, head dims 64 and 128, lengths up to 4096, an
-    empty query sequence, a 64-sequence mix of 1..1024, every layout."""
+    empty query sequence, a 64-sequence mix of 1..1024, every layout; the features together."""
     cases = []
     for dtype, d, causal in itertools.product(GPU_DTYPES, (64, 128), (False, True)):
         # Up to 4096, an empty query sequence with keys, n_q != n_k both ways.
@@ -86,18 +86,22 @@ def varlen_gpu_cases() -> list[VarlenCase]:
         cases.append(VarlenCase(MIX_64, MIX_64[::-1], 2, 64, dtype, causal, "strided", seed=2))
     for causal in (False, True):
         cases.append(VarlenCase(MIX_64, MIX_64, 2, 128, "bfloat16", causal, "mixed", seed=3))
+    # The features, compiled: a window and a softcap on packed input, GQA, bottom-right.
+    cases.append(VarlenCase((1000, 1, 0, 513), (1000, 700, 5, 513), 4, 128, "bfloat16", True, seed=4,
+                            kv_heads=2, causal_alignment="bottom_right", window=(200, 0), softcap=20.0))
     return cases
 
 
 def varlen_decode_cpu_cases() -> list[VarlenCase]:
     """Packed decoding (:func:`properties.grids.decode_cpu_cases`, one batch): a few query rows per
-    sequence over key caches of every length, beside sequences of more rows, an empty query
-    sequence and keys long enough for ``flash``'s split-KV path (1100 keys)."""
+    sequence and keys long enough for ``flash``'s split-KV path (1100 keys); and, at 16 bits and
+    d = 128 (the tensor-descriptor reads), top-left and without a band, with a softcap."""
     return [
         VarlenCase((1, 1, 16, 3, 0, 40), (1100, 40, 300, 99, 7, 40), 4, 16, "float32", True,
                    kv_heads=2, causal_alignment="bottom_right"),
         VarlenCase((16, 2, 5, 20), (300, 64, 130, 90), 2, 32, "float16", True, "strided", seed=1,
                    window=(100, 0), softcap=5.0, causal_alignment="bottom_right"),
+        VarlenCase((1, 3, 20), (100, 90, 40), 2, 128, "float16", False, seed=2, softcap=8.0),
     ]
 
 
@@ -108,4 +112,7 @@ def varlen_decode_gpu_cases() -> list[VarlenCase]:
         VarlenCase((1,) * 8 + (16, 4), (32768, 100, 4096, 1, 9000, 513, 1024, 2049, 8192, 300), 8,
                    128, dtype, True, seed=4, kv_heads=2, causal_alignment="bottom_right")
         for dtype in ("bfloat16", "float16")
+    ] + [
+        VarlenCase((1, 4, 30), (5000, 3000, 100), 4, 64, "bfloat16", True, seed=5, kv_heads=2,
+                   causal_alignment="bottom_right", window=(2000, 0), softcap=30.0),
     ]

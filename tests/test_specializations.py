@@ -14,17 +14,20 @@ a GPU: the host code that picks a specialization is the same on both platforms b
 (``flash.decode.INTERPRET``), which the dry run sets as the grid's platform has it.
 
 The assertion: every boolean flag of every launched kernel takes both values somewhere in the CPU
-grids, and again in the GPU grids (``ONE_VALUE`` lists the exceptions, each with its reason), and
-the flags of ``REQUIRED`` reach the values it names. A compiled kernel is specialized further by
-Triton itself, on whether each pointer is 16-byte aligned and each integer is 1 or a multiple of
-16: for the GPU grids, every argument the caller's tensors decide (``FROM_CALLER``) must fall on
-both sides. This is a statement about flash's code and
+grids, and again in the GPU grids (``ONE_VALUE`` lists the exceptions, each with its reason);
+every pair of a kernel's boolean flags is compiled in all four combinations (``INFEASIBLE`` lists
+those no call can make, with the reason): two features meet inside one program, and a bug where
+they meet shows only there; and the flags of ``REQUIRED`` reach the values it names. A compiled
+kernel is specialized further by Triton itself, on whether each pointer is 16-byte aligned and
+each integer is 1 or a multiple of 16: for the GPU grids, every argument the caller's tensors
+decide (``FROM_CALLER``) must fall on both sides. This is a statement about flash's code and
 this suite's grids, not about the kernel contract, so it runs for flash whatever ``--kernel`` says.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -83,6 +86,18 @@ ONE_VALUE: dict[tuple[str, str], str] = {
 """``(kernel, flag)`` pairs allowed to take one value in a grid set, each with the reason."""
 
 Seen = dict[str, dict[str, set]]
+"""Per kernel: each keyword's values over the launches, and under :data:`PROGRAMS` each launch's
+boolean flags together (a tuple of ``(flag, value)``)."""
+PROGRAMS = "(programs)"
+
+INFEASIBLE: dict[tuple[str, bool, str, bool], str] = {
+    ("EMPTY_ROWS", False, "HAS_LEFT", True):
+        "every lower window bound sets EMPTY_ROWS (flash.scores.Features.empty_rows)",
+    ("SPLIT_KV", True, "VARLEN", False):
+        "the forward skips split sequences of packed input only; a dense call that splits runs the "
+        "split-KV kernels alone",
+}
+"""Pairs of flag values no call can compile together, each with the reason."""
 
 FROM_CALLER = ("Q", "K", "V", "DO", "N_Q", "N_K", "HEAD_DIM")
 """Kernel arguments the caller's tensors decide (with the strides of q, k, v and do): Triton
@@ -115,6 +130,8 @@ def dry_launches() -> Iterator[Seen]:
             flags = seen[kernel.fn.__name__]
             for name, value in kwargs.items():
                 flags[name].add(value)
+            flags[PROGRAMS].add(tuple(sorted((name, value) for name, value in kwargs.items()
+                                             if isinstance(value, bool))))
             for name, value in zip(kernel.arg_names, args):
                 if _from_caller(name):
                     flags[name].add(_divisibility(value))
@@ -178,6 +195,23 @@ def _gaps(seen: Seen) -> list[str]:
     return gaps
 
 
+def _pair_gaps(seen: Seen) -> list[str]:
+    """The pairs of boolean flags of one kernel (the platform's flags of ``ONE_VALUE`` aside) whose
+    four combinations are not all compiled by some launch, but those of :data:`INFEASIBLE`: a bug
+    in how two features meet shows only where one program has both."""
+    gaps = []
+    for kernel, flags in sorted(seen.items()):
+        programs = [dict(program) for program in flags.get(PROGRAMS, ())]
+        names = sorted({name for program in programs for name in program} - {
+            flag for (owner, flag) in ONE_VALUE if owner == kernel})
+        for a, b in itertools.combinations(names, 2):
+            reached = {(program[a], program[b]) for program in programs}
+            for va, vb in itertools.product((False, True), repeat=2):
+                if (va, vb) not in reached and (a, va, b, vb) not in INFEASIBLE:
+                    gaps.append(f"{kernel}: {a}={va} with {b}={vb}")
+    return gaps
+
+
 def _compiled_gaps(seen: Seen) -> list[str]:
     """The arguments of :data:`FROM_CALLER` whose every value fell on one side of Triton's
     specialization: a head-dim stride always 1 (or never), any other always aligned or a multiple
@@ -202,7 +236,7 @@ def test_grids_reach_every_specialization(grid_set, interpret):
     seen = specializations(grid_set, interpret)
     assert set(seen) >= {"_flash_forward_kernel", "_backward_dkdv_kernel", "_backward_dq_kernel",
                          "_split_kv_kernel", "_merge_kernel"}, sorted(seen)
-    gaps = _gaps(seen) + ([] if interpret else _compiled_gaps(seen))
+    gaps = _gaps(seen) + _pair_gaps(seen) + ([] if interpret else _compiled_gaps(seen))
     assert not gaps, "specializations no case of the grids compiles: " + "; ".join(gaps)
 
 
@@ -252,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
                      size is not strategies.GPU))
     for name, grid_set, interpret in sets:
         seen = specializations(grid_set, interpret)
-        print(f"{name}: gaps {_gaps(seen) + ([] if interpret else _compiled_gaps(seen)) or 'none'}")
+        gaps = _gaps(seen) + _pair_gaps(seen) + ([] if interpret else _compiled_gaps(seen))
+        print(f"{name}: gaps {gaps or 'none'}")
         for kernel, flags in sorted(seen.items()):
             shown = {flag: sorted(values, key=str) for flag, values in flags.items() if flag.isupper()}
             print(f"  {kernel} {shown}")

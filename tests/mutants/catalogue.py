@@ -311,6 +311,11 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("window_left_edge_excluded", S, "seen = seen & (cols >= rows + lo_diag)",
            "seen = seen & (cols > rows + lo_diag)",
            "a window's leftmost key hidden (j > c_i - left), forward and backward; window left >= 0"),
+    Mutant("left_bound_needs_right_bound", S,
+           "    if HAS_LEFT:\n        seen = seen & (cols >= rows + lo_diag)",
+           "    if HAS_LEFT and HAS_RIGHT:\n        seen = seen & (cols >= rows + lo_diag)",
+           "a window's lower bound masked only when it has an upper bound too: with (left, -1) a row sees "
+           "the keys left of its window in the tiles the loop visits; a lower bound alone"),
     Mutant("window_unmasked_run_from_first_row", S,
            "full_lo = tl.cdiv(tl.maximum(last_row + lo_diag, 0), BLOCK_K) * BLOCK_K",
            "full_lo = tl.cdiv(tl.maximum(first_row + lo_diag, 0), BLOCK_K) * BLOCK_K",
