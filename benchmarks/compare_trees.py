@@ -15,8 +15,9 @@ its ``flash/``, before it); everything else comes from the tree::
 
 ``measure`` (CUDA only) prints one JSON line per shape: the backward's median time (the gradient
 of a saved forward, ``triton.testing.do_bench``), the forward's, and the ``flash`` package timed.
-The shapes are the speed gate's quick grid, n = 4097 and the feature benchmarks' cases (GQA 8:1,
-window (1023, 0), softcap 30); ``-k`` picks some by id.
+The shapes are the speed gate's quick grid, n = 4097, two packed batches (``packed``: lengths
+multiples of 16, ``packed_odd``: not) and the feature benchmarks' cases (GQA 8:1, window
+(1023, 0), softcap 30); ``-k`` picks some by id.
 ``compare`` prints a Markdown table of new / old per shape and their geometric mean (below 1:
 the new kernel is faster). No timing is asserted anywhere.
 """
@@ -24,6 +25,7 @@ the new kernel is faster). No timing is asserted anywhere.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -43,7 +45,24 @@ def shapes() -> list[Case]:
     out = [Case("plain", s.dtype, s.head_dim, s.seq_len, s.batch, s.heads, s.heads, s.causal)
            for s in attention_grid("quick")]
     out += [Case("plain", dtype, 128, 4097, 4, 16, 16, True) for dtype in ("bfloat16", "float16")]
+    # Packed batches (flash.attention_varlen), 16 sequences of 4096 down to 256 rows (``packed``:
+    # every length a multiple of 16) or one row fewer each (``packed_odd``): a kernel may choose
+    # its code per sequence by such lengths (flash's backward does, docs/speed.md).
+    out += [Case(scenario, "bfloat16", 128, 4096, 16, 16, 16, True) for scenario in PACKED]
     return out + cases("quick")
+
+
+PACKED = ("packed", "packed_odd")
+"""The scenarios of packed batches: ``batch`` sequences, the longest ``seq_len`` (see
+:func:`packed_lengths`)."""
+
+
+def packed_lengths(shape: Case) -> list[int]:
+    """A packed shape's sequence lengths: ``seq_len`` down in ``batch`` even steps (4096, 3840, ...,
+    256), one fewer each for ``packed_odd``."""
+    step = shape.seq_len // shape.batch
+    odd = int(shape.scenario == "packed_odd")
+    return [shape.seq_len - step * i - odd for i in range(shape.batch)]
 
 
 def time_shape(shape: Case) -> dict:
@@ -54,15 +73,29 @@ def time_shape(shape: Case) -> dict:
 
     dtype = shape.torch_dtype
     gen = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn((shape.batch, heads, shape.seq_len, shape.head_dim), device="cuda", dtype=dtype,
-                           generator=gen).requires_grad_()
-               for heads in (shape.heads, shape.kv_heads, shape.kv_heads))
     features = {"window": shape.window, "softcap": shape.softcap}
-    o = flash.attention(q, k, v, shape.causal, **features)
+    if shape.scenario in PACKED:
+        lengths = packed_lengths(shape)
+        cu = torch.tensor([0, *itertools.accumulate(lengths)], device="cuda", dtype=torch.int32)
+        q, k, v = (torch.randn((sum(lengths), heads, shape.head_dim), device="cuda", dtype=dtype,
+                               generator=gen).requires_grad_()
+                   for heads in (shape.heads, shape.kv_heads, shape.kv_heads))
+
+        def call():
+            return flash.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths), shape.causal,
+                                          **features)
+    else:
+        q, k, v = (torch.randn((shape.batch, heads, shape.seq_len, shape.head_dim), device="cuda",
+                               dtype=dtype, generator=gen).requires_grad_()
+                   for heads in (shape.heads, shape.kv_heads, shape.kv_heads))
+
+        def call():
+            return flash.attention(q, k, v, shape.causal, **features)
+    o = call()
     do = torch.randn_like(o)
     backward = _time(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
     with torch.no_grad():
-        forward = _time(lambda: flash.attention(q, k, v, shape.causal, **features))
+        forward = _time(call)
     return {"id": shape.id, "bwd_ms": backward, "fwd_ms": forward, "shape": asdict(shape),
             "flash": os.path.dirname(flash.__file__)}
 

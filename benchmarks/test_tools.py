@@ -259,3 +259,15 @@ def test_compare_trees_times_the_flash_it_is_given_or_refuses(tmp_path):
     assert ok.returncode == 0, ok.stderr
     missing = subprocess.run([*cmd, str(tmp_path / "missing")], cwd=root, capture_output=True, text=True)
     assert missing.returncode != 0 and "imported" in missing.stderr and "instead" in missing.stderr
+
+
+def test_compare_trees_packed_shapes_take_both_kinds_of_lengths():
+    # A kernel may choose its code per sequence by whether its lengths are multiples of 16
+    # (flash's backward does): one packed shape must have only such lengths, the other none.
+    from benchmarks.compare_trees import PACKED, packed_lengths, shapes
+
+    packed = {s.scenario: packed_lengths(s) for s in shapes() if s.scenario in PACKED}
+    assert set(packed) == set(PACKED)
+    assert all(n % 16 == 0 for n in packed["packed"])
+    assert all(n % 16 for n in packed["packed_odd"])
+    assert len(set(packed["packed"])) == len(packed["packed"]) > 1  # uneven sequences
