@@ -25,7 +25,6 @@ the new kernel is faster). No timing is asserted anywhere.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import os
@@ -36,6 +35,7 @@ from dataclasses import asdict
 from benchmarks.features import Case, cases
 from benchmarks.shapes import attention_grid
 from benchmarks.tune import _time
+from properties.varlen_case import VarlenCase
 
 
 def shapes() -> list[Case]:
@@ -71,22 +71,20 @@ def time_shape(shape: Case) -> dict:
 
     import flash
 
-    dtype = shape.torch_dtype
-    gen = torch.Generator(device="cuda").manual_seed(0)
     features = {"window": shape.window, "softcap": shape.softcap}
     if shape.scenario in PACKED:
-        lengths = packed_lengths(shape)
-        cu = torch.tensor([0, *itertools.accumulate(lengths)], device="cuda", dtype=torch.int32)
-        q, k, v = (torch.randn((sum(lengths), heads, shape.head_dim), device="cuda", dtype=dtype,
-                               generator=gen).requires_grad_()
-                   for heads in (shape.heads, shape.kv_heads, shape.kv_heads))
+        # The suite's packed inputs (q, k, v, cu_seqlens and the longest lengths, in order).
+        lengths = tuple(packed_lengths(shape))
+        inputs = VarlenCase(lengths, lengths, shape.heads, shape.head_dim, shape.dtype, shape.causal,
+                            kv_heads=shape.kv_heads).make_qkv("cuda")
+        q, k, v = (t.requires_grad_() for t in inputs[:3])
 
         def call():
-            return flash.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths), shape.causal,
-                                          **features)
+            return flash.attention_varlen(*inputs, shape.causal, **features)
     else:
+        gen = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn((shape.batch, heads, shape.seq_len, shape.head_dim), device="cuda",
-                               dtype=dtype, generator=gen).requires_grad_()
+                               dtype=shape.torch_dtype, generator=gen).requires_grad_()
                    for heads in (shape.heads, shape.kv_heads, shape.kv_heads))
 
         def call():
