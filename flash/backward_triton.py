@@ -30,7 +30,10 @@ Caution, what this backward does and does not do:
   outside every window) get ``dk = dv = 0``; as in the forward, the tiles seen whole (every row
   of the query tile sees every key of the key tile, none past the end) run without masks, and
   only the band's edges and the last partial tile are masked (:func:`flash.scores.unmasked_key_range`,
-  :func:`flash.scores.unmasked_query_range`);
+  :func:`flash.scores.unmasked_query_range`), but where one masked loop measured faster
+  (:func:`loop_shape`: d > 64 with a band, plain multi-head, aligned lengths). A masked tile
+  zeroes hidden entries of ``P`` after the exponential, so a tile seen whole gets the same bits
+  masked or not, and the choice of loops changes no bit of the gradients;
 - grouped heads: one dk/dv program per (key tile, kv head) sums the group's query heads in a fixed
   order, so it stays deterministic and writes each kv row once;
 - ``dk``, ``dv`` come back contiguous in the *shape* of ``k``, ``v``: for a stride-0 broadcast
@@ -91,6 +94,11 @@ def _window(pid_b, CU_Q, CU_K, N_Q, N_K, num_slices, VARLEN: tl.constexpr):
         n_q = N_Q
         n_k = N_K
     return slice_, row_q, row_k, n_q, n_k
+
+
+ONE_LOOP_ALIGN = 16
+"""A dense call runs the backward's one masked loop only if both lengths are multiples of this
+(:func:`loop_shape`)."""
 
 
 @triton.jit
@@ -163,20 +171,25 @@ def _dkdv_query_tiles(
             lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln)
             delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln)
         lse = lse * 1.4426950408889634  # base 2
-        # A row that sees no key has lse = -inf and every score at -inf: use lse 0, so that
-        # its P is exp2(-inf) = 0 and not NaN. Always, not only where rows may be empty: the
-        # guard changes how the compiler fuses the lse into exp2's argument, and so the last
-        # bit of P; unconditional, a call's gradients do not depend on whether its rows could
-        # be empty (bottom-right = top-left on a square, a packed sequence = itself alone).
+        # A row that sees no key has lse = -inf: use lse 0. Since P is masked after exp2 (below)
+        # this no longer keeps NaN out (such a row's entries are all hidden, and where drops
+        # their exp2(+inf)), and removing it is an equivalent mutant on the CPU; it stays because
+        # the H200 measured the bits and speed of the P masking with it (2026-12-04), and it is
+        # unconditional so that a call's gradients do not depend on whether its rows could be
+        # empty (bottom-right = top-left on a square, a packed sequence = itself alone).
         lse = tl.where(lse == float("-inf"), 0.0, lse)
-        # -- recompute P^T from the saved lse; hidden and out-of-range entries are exp2(-inf) = 0 --
-        # (masking the scores, not P, keeps exp2 from overflowing on scores it will discard)
+        # -- recompute P^T from the saved lse; hidden and out-of-range entries are set to 0 --
+        # P, not the scores, is masked: with the scores masked, a tile's P differed in the last
+        # bit masked or not (H200, 2026-12-04; the compiler fuses exp2's argument differently),
+        # so the gradients depended on the loops chosen (loop_shape) and a packed sequence was
+        # not bit for bit itself alone (BATCH_INVARIANT). Masked after exp2 no bit differs. exp2
+        # may overflow to inf on a hidden score; where drops it (it is never multiplied).
         st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+        pt = tl.exp2(st - lse[None, :])
         if MASKED:
             seen = visible(mask_q[None, :], rows[None, :], offs_k[:, None], lo_diag, hi_diag,
                            HAS_LEFT, HAS_RIGHT)
-            st = tl.where(seen, st, float("-inf"))
-        pt = tl.exp2(st - lse[None, :])
+            pt = tl.where(seen, pt, 0.0)
         # -- dv += P^T do --
         dv += tl.dot(pt.to(do_t.dtype), tl.trans(do_t), input_precision=INPUT_PRECISION)
         # -- dS^T = P^T * (dP^T - D), dP^T = v do^T; dk += dS^T q --
@@ -205,6 +218,7 @@ def _backward_dkdv_kernel(
     HAS_RIGHT: tl.constexpr,
     BOTTOM_RIGHT: tl.constexpr,
     VARLEN: tl.constexpr,
+    SPLIT_RUNS: tl.constexpr,  # three runs (masked, unmasked, masked) or one masked loop: loop_shape
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -251,8 +265,15 @@ def _backward_dkdv_kernel(
         # The grid is sized for the longest sequence: a tile past the end of a shorter one
         # skips the loop and stores nothing (every row is masked).
         hi = tl.where(start_k < n_k, hi, lo)
-    full_lo, full_hi = unmasked_query_range(start_k, start_k + BLOCK_K - 1, n_q, lo_diag, hi_diag,
-                                            lo, hi, BLOCK_Q, HAS_LEFT, HAS_RIGHT)
+    # Query tiles in three runs, as the forward's key tiles: [lo, full_lo) masked (the band's
+    # edge: the causal diagonal), [full_lo, full_hi) unmasked (every row before n_q and seeing
+    # every key of this tile), [full_hi, hi) masked (the other edge, the partial last tile).
+    # Without SPLIT_RUNS (loop_shape: bands at d > 64) the first masked run covers [lo, hi) alone.
+    first_hi = hi
+    if SPLIT_RUNS:
+        full_lo, full_hi = unmasked_query_range(start_k, start_k + BLOCK_K - 1, n_q, lo_diag, hi_diag,
+                                                lo, hi, BLOCK_Q, HAS_LEFT, HAS_RIGHT)
+        first_hi = full_lo
 
     for g in range(0, group):
         q_slice = pid_b * group + g
@@ -260,27 +281,25 @@ def _backward_dkdv_kernel(
         do_base = DO + tl.multiple_of(tl.load(DO_OFFSETS + q_slice), OFFSET_ALIGN) + row_q * stride_don
         lse_base = LSE + q_slice.to(tl.int64) * stride_ls + row_q * stride_ln
         delta_base = Delta + q_slice.to(tl.int64) * stride_ls + row_q * stride_ln
-        # Query tiles in three runs, as the forward's key tiles: [lo, full_lo) masked (the band's
-        # edge: the causal diagonal), [full_lo, full_hi) unmasked (every row before n_q and seeing
-        # every key of this tile), [full_hi, hi) masked (the other edge, the partial last tile).
         dk, dv = _dkdv_query_tiles(
             dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
             stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
-            lo_diag, hi_diag, lo, full_lo, MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
+            lo_diag, hi_diag, lo, first_hi, MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
             SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
         )
-        dk, dv = _dkdv_query_tiles(
-            dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
-            stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
-            lo_diag, hi_diag, full_lo, full_hi, MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
-            SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
-        )
-        dk, dv = _dkdv_query_tiles(
-            dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
-            stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
-            lo_diag, hi_diag, full_hi, hi, MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
-            SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
-        )
+        if SPLIT_RUNS:
+            dk, dv = _dkdv_query_tiles(
+                dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
+                stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
+                lo_diag, hi_diag, full_lo, full_hi, MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
+                SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
+            )
+            dk, dv = _dkdv_query_tiles(
+                dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qn, stride_qd, stride_don,
+                stride_dod, stride_ln, offs_k, offs_q, offs_d, mask_d, n_q, qk_scale, cap_log2,
+                lo_diag, hi_diag, full_hi, hi, MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT,
+                SOFTCAP=SOFTCAP, BLOCK_Q=BLOCK_Q, INPUT_PRECISION=INPUT_PRECISION,
+            )
 
     dk *= sm_scale
     # dk and dv are contiguous (allocated by the launcher), laid out by stride_gs, stride_gn.
@@ -320,13 +339,14 @@ def _dq_key_tiles(
         else:
             kt = tl.load(kt_ptrs, mask=mask_d[:, None], other=0.0)
             vt = tl.load(vt_ptrs, mask=mask_d[:, None], other=0.0)
-        # -- recompute P; keys past the end (and outside the band) get exp2(-inf) = 0 --
+        # -- recompute P; keys past the end (and outside the band) get P = 0, masked after exp2
+        # as in _dkdv_query_tiles, so that a tile's bits do not depend on the loop it runs in --
         s, t = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+        p = tl.exp2(s - lse[:, None])
         if MASKED:
             seen = visible(mask_k[None, :], offs_q[:, None], cols[None, :], lo_diag, hi_diag,
                            HAS_LEFT, HAS_RIGHT)
-            s = tl.where(seen, s, float("-inf"))
-        p = tl.exp2(s - lse[:, None])
+            p = tl.where(seen, p, 0.0)
         # -- dS = P * (dP - D), dP = do v^T; dq += dS k --
         dp = tl.dot(do, vt, input_precision=INPUT_PRECISION)
         ds = p * (dp - delta[:, None])
@@ -351,6 +371,7 @@ def _backward_dq_kernel(
     HAS_RIGHT: tl.constexpr,
     BOTTOM_RIGHT: tl.constexpr,
     VARLEN: tl.constexpr,
+    SPLIT_RUNS: tl.constexpr,  # as in _backward_dkdv_kernel
     BLOCK_Q: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -385,7 +406,7 @@ def _backward_dq_kernel(
                  mask=mask_qd, other=0.0)
     lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     lse = lse * 1.4426950408889634  # base 2
-    lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row that sees no key: P = 0 (as in dk/dv)
+    lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row that sees no key: as in dk/dv
     delta = tl.load(delta_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)
 
@@ -401,26 +422,31 @@ def _backward_dq_kernel(
 
     # Key tiles in three runs, as in the forward: [lo, full_lo) masked, [full_lo, full_hi)
     # unmasked (before n_k, seen whole by every row of this tile), [full_hi, hi) masked.
-    full_lo, full_hi = unmasked_key_range(first_row, first_row + BLOCK_Q - 1, n_k, lo_diag, hi_diag,
-                                          lo, hi, BLOCK_K, HAS_LEFT, HAS_RIGHT)
+    # Without SPLIT_RUNS (loop_shape) the first masked run covers [lo, hi) alone.
+    first_hi = hi
+    if SPLIT_RUNS:
+        full_lo, full_hi = unmasked_key_range(first_row, first_row + BLOCK_Q - 1, n_k, lo_diag, hi_diag,
+                                              lo, hi, BLOCK_K, HAS_LEFT, HAS_RIGHT)
+        first_hi = full_lo
     dq = _dq_key_tiles(
         dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
-        offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, lo, full_lo,
+        offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, lo, first_hi,
         MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
         INPUT_PRECISION=INPUT_PRECISION,
     )
-    dq = _dq_key_tiles(
-        dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
-        offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_lo, full_hi,
-        MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
-        INPUT_PRECISION=INPUT_PRECISION,
-    )
-    dq = _dq_key_tiles(
-        dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
-        offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_hi, hi,
-        MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
-        INPUT_PRECISION=INPUT_PRECISION,
-    )
+    if SPLIT_RUNS:
+        dq = _dq_key_tiles(
+            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+            offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_lo, full_hi,
+            MASKED=False, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
+            INPUT_PRECISION=INPUT_PRECISION,
+        )
+        dq = _dq_key_tiles(
+            dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+            offs_k, offs_d, mask_d, n_k, qk_scale, cap_log2, lo_diag, hi_diag, full_hi, hi,
+            MASKED=True, HAS_LEFT=HAS_LEFT, HAS_RIGHT=HAS_RIGHT, SOFTCAP=SOFTCAP, BLOCK_K=BLOCK_K,
+            INPUT_PRECISION=INPUT_PRECISION,
+        )
 
     dq *= sm_scale
     out = pid_b.to(tl.int64) * stride_gs + (row_q + rows_q) * stride_gn + offs_d[None, :]
@@ -474,6 +500,33 @@ def backward_config(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
 
 
 _PREPROCESS_BLOCK_Q = 64
+
+
+def loop_shape(block_d: int, features: Features, group: int, varlen: bool, n_q: int,
+               n_k: int) -> dict[str, bool]:
+    """The backward's ``SPLIT_RUNS``: whether its loops run in three runs (masked edge, unmasked
+    middle, masked edge) or as one loop that masks every tile.
+
+    The split saves the mask's work on the tiles seen whole; it also compiles the loop body three
+    times, each with its own software pipeline to fill. Measured on an H200 (docs/speed.md, "The
+    split at d = 128 with a band"), one masked loop is faster for plain multi-head attention at
+    d > 64 with a causal or window band (n = 1024 causal: 0.91x the split's time), and slower with
+    a softcap (1.11x: a masked tile pays tanh's derivative too), a GQA group (1.05x: the masked
+    loop repeats for each query head of the group) and lengths that are not multiples of 16
+    (1.07x: Triton's divisibility specialization helps the unmasked loads). So one loop only where
+    it was faster (``SPLIT_RUNS`` off, the two other runs compiled out).
+
+    Packed input keeps the split: one loop measured 1.02-1.03x the split's time on packed batches
+    of 16 sequences, 4096 down to 256 rows, aligned or not (docs/speed.md, "The one-loop backward
+    meets BATCH_INVARIANT"). A packed sequence may so run other loops than itself alone, which
+    ``BATCH_INVARIANT`` allows only because the loops change no bit: the masked loops zero ``P``
+    after the exponential (:func:`_dkdv_query_tiles`), and ``check_varlen_matches_separate`` holds
+    them to it on a GPU (the interpreter's masking moves no bit either way).
+    """
+    banded = features.left != -1 or features.right != -1
+    one_loop = block_d > 64 and banded and not features.softcap and group == 1
+    aligned = n_q % ONE_LOOP_ALIGN == 0 and n_k % ONE_LOOP_ALIGN == 0
+    return dict(SPLIT_RUNS=varlen or not (one_loop and aligned))
 
 
 def flash_attention_backward(
@@ -580,6 +633,7 @@ def launch_backward(
     launch.pop("EMPTY_ROWS")  # the backward's lse guard is unconditional: see _backward_dkdv_kernel
     launch.update(
         VARLEN=varlen,
+        **loop_shape(padded_head_dim(d), features, group, varlen, n_q, n_k),
         BLOCK_D=padded_head_dim(d),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         OFFSET_ALIGN=offset_alignment(q, k, v, o, do),

@@ -80,6 +80,9 @@ def backward_cpu_cases() -> list[Case]:
         cases.append(Case(65, 97, d, (1,), dtype, causal))
     for layout, causal in itertools.product(LAYOUTS, (False, True)):
         cases.append(Case(33, 70, 24, (2, 2), "float16" if causal else "float32", causal, layout, seed=4))
+    # d > 64, causal, lengths multiples of 16: flash's backward runs one masked loop here
+    # (flash.backward_triton.loop_shape), code no other case above compiles.
+    cases.append(Case(128, 128, 128, (1,), "float32", True, seed=12))
     return cases
 
 
@@ -166,6 +169,10 @@ def feature_cpu_cases() -> list[Case]:
              window=(32, 8), softcap=5.0, causal_alignment="bottom_right"),
         # At 16 bits and d = 128, where flash reads k and v through tensor descriptors.
         Case(33, 80, 128, (1,), "float16", True, seed=9, window=(24, 0), causal_alignment="bottom_right"),
+        # Bands at d > 64 with lengths multiples of 16, where flash's backward masks every tile in
+        # one loop (flash.backward_triton.loop_shape): both bounds bottom-right, a lower bound alone.
+        Case(96, 144, 96, (1,), "float16", True, seed=10, window=(40, 0), causal_alignment="bottom_right"),
+        Case(160, 160, 128, (1,), "float32", False, seed=11, window=(50, -1)),
     ]
 
 
@@ -192,7 +199,12 @@ def feature_gpu_cases() -> list[Case]:
         ]
     # A lower bound alone, bottom-right: each row sees every key from c_i - 300 on.
     return cases + [Case(1000, 1500, 128, (2, 2), "bfloat16", False, seed=11, window=(300, -1),
-                         causal_alignment="bottom_right")]
+                         causal_alignment="bottom_right"),
+                    # Bands at d = 128 with lengths multiples of 16: flash's one-loop backward
+                    # (flash.backward_triton.loop_shape), bottom-right and with a lower bound alone.
+                    Case(1024, 1536, 128, (2, 2), "bfloat16", True, seed=12, window=(700, 0),
+                         causal_alignment="bottom_right"),
+                    Case(1024, 1024, 128, (2,), "float16", False, seed=13, window=(300, -1))]
 
 
 def decode_cpu_cases() -> list[Case]:

@@ -63,6 +63,12 @@ def varlen_feature_cpu_cases() -> list[VarlenCase]:
                    softmax_scale=10.0, window=(0, 0), softcap=1.0, causal_alignment="bottom_right"),
         # A negative scale, causal, grouped heads: each row's largest score is its smallest q.k.
         VarlenCase((17, 65), (17, 65), 4, 32, "float32", True, seed=10, kv_heads=2, softmax_scale=-0.6),
+        # Bands at d > 64: flash's backward keeps three runs on packed input, while a sequence
+        # alone with lengths multiples of 16 runs one masked loop (flash.backward_triton.loop_shape).
+        VarlenCase((64, 33, 96), (96, 65, 96), 2, 96, "float16", True, seed=11, window=(40, 0),
+                   causal_alignment="bottom_right"),
+        VarlenCase((80, 17), (80, 30), 2, 128, "float32", False, seed=12, window=(30, -1)),
+        VarlenCase((48, 31), (48, 40), 1, 80, "float32", True, "strided", seed=13),
     ]
 
 
@@ -89,6 +95,13 @@ def varlen_gpu_cases() -> list[VarlenCase]:
     # The features, compiled: a window and a softcap on packed input, GQA, bottom-right.
     cases.append(VarlenCase((1000, 1, 0, 513), (1000, 700, 5, 513), 4, 128, "bfloat16", True, seed=4,
                             kv_heads=2, causal_alignment="bottom_right", window=(200, 0), softcap=20.0))
+    # Bands at d = 128 without a softcap or a group: packed, the backward runs three runs; a
+    # sequence alone whose lengths are multiples of 16 runs one masked loop (loop_shape), and
+    # each must be bit for bit itself alone (check_varlen_matches_separate; on a GPU only does
+    # masking move a bit).
+    cases.append(VarlenCase((1024, 512, 1000), (1536, 512, 1003), 2, 128, "bfloat16", True, seed=5,
+                            window=(700, 0), causal_alignment="bottom_right"))
+    cases.append(VarlenCase((1024, 777), (1024, 800), 2, 128, "float16", False, seed=6, window=(300, -1)))
     return cases
 
 

@@ -96,6 +96,11 @@ INFEASIBLE: dict[tuple[str, bool, str, bool], str] = {
     ("SPLIT_KV", True, "VARLEN", False):
         "the forward skips split sequences of packed input only; a dense call that splits runs the "
         "split-KV kernels alone",
+    ("SOFTCAP", True, "SPLIT_RUNS", False):
+        "a softcap keeps the backward's split (flash.backward_triton.loop_shape: one loop measured "
+        "slower with one)",
+    ("SPLIT_RUNS", False, "VARLEN", True):
+        "packed input keeps the backward's split (flash.backward_triton.loop_shape)",
 }
 """Pairs of flag values no call can compile together, each with the reason."""
 

@@ -131,6 +131,37 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("dkdv_causal_diagonal_excluded", B, "rows[None, :], offs_k[:, None], lo_diag, hi_diag,",
            "rows[None, :], offs_k[:, None], lo_diag, hi_diag - 1,",
            "dk/dv recompute P with the diagonal masked; causal, any n"),
+    Mutant("one_loop_dkdv_unmasked", B,
+           "lo_diag, hi_diag, lo, first_hi, MASKED=True,", "lo_diag, hi_diag, lo, first_hi, MASKED=SPLIT_RUNS,",
+           "dk/dv's one-loop path (loop_shape: SPLIT_RUNS off) masks nothing: queries before a key's band reach it; "
+           "backward, d > 64, causal or window, no softcap or group, lengths multiples of 16"),
+    Mutant("one_loop_dq_unmasked", B,
+           "lo_diag, hi_diag, lo, first_hi,\n        MASKED=True,",
+           "lo_diag, hi_diag, lo, first_hi,\n        MASKED=SPLIT_RUNS,",
+           "dq's one-loop path masks nothing: a row's dq sums keys past its band; backward, d > 64, causal "
+           "or window, no softcap or group, lengths multiples of 16"),
+    Mutant("one_loop_dq_stops_a_tile_short", B,
+           "    first_hi = hi\n    if SPLIT_RUNS:\n        full_lo, full_hi = unmasked_key_range",
+           "    first_hi = hi - BLOCK_K\n    if SPLIT_RUNS:\n        full_lo, full_hi = unmasked_key_range",
+           "dq's one-loop path skips the last key tile of the band (the causal diagonal's); backward, "
+           "d > 64, causal, no softcap or group, lengths multiples of 16"),
+    Mutant("dkdv_masks_scores", B,
+           "        pt = tl.exp2(st - lse[None, :])\n        if MASKED:\n",
+           "        if MASKED:\n            st = tl.where(visible(mask_q[None, :], rows[None, :], offs_k[:, None], "
+           "lo_diag, hi_diag, HAS_LEFT, HAS_RIGHT), st, float(\"-inf\"))\n"
+           "        pt = tl.exp2(st - lse[None, :])\n        if MASKED:\n",
+           "dk/dv mask the scores before exp2 (P is still zeroed after): the right gradients, but a "
+           "masked tile's P differs in the last bit from the same tile unmasked, so a packed sequence "
+           "(three runs) is not bit for bit itself alone (one loop: loop_shape), as BATCH_INVARIANT "
+           "promises; varlen backward, d > 64, a band, a sequence with lengths multiples of 16. The "
+           "interpreter's masking moves no bit", gpu_only=True),
+    Mutant("dq_masks_scores", B,
+           "        p = tl.exp2(s - lse[:, None])\n        if MASKED:\n",
+           "        if MASKED:\n            s = tl.where(visible(mask_k[None, :], offs_q[:, None], cols[None, :], "
+           "lo_diag, hi_diag, HAS_LEFT, HAS_RIGHT), s, float(\"-inf\"))\n"
+           "        p = tl.exp2(s - lse[:, None])\n        if MASKED:\n",
+           "dq masks the scores before exp2, as dkdv_masks_scores; varlen backward, d > 64, a band, a "
+           "sequence with lengths multiples of 16. The interpreter's masking moves no bit", gpu_only=True),
     Mutant("dkdv_causal_loop_starts_late", S, "lo = (tl.maximum(first_col - hi_diag, 0) // BLOCK_Q) * BLOCK_Q",
            "lo = (tl.maximum(first_col - hi_diag, 0) // BLOCK_Q + 1) * BLOCK_Q",
            "dk/dv skip the query tile holding the diagonal; causal, any n"),
@@ -211,10 +242,6 @@ CATALOGUE: tuple[Mutant, ...] = (
            "do = tl.load(do_base + rows * stride_don + offs_d[None, :] * stride_dod",
            "do = tl.load(do_base + rows * stride_on + offs_d[None, :] * stride_dod",
            "D reads do's rows with o's row stride: wrong when do is not laid out like o (contiguous)"),
-    Mutant("dq_empty_row_lse_unguarded", B,
-           "    lse = tl.where(lse == float(\"-inf\"), 0.0, lse)  # a row that sees no key: P = 0 (as in dk/dv)\n",
-           "    lse = lse\n",
-           "dq recomputes P = exp2(-inf - (-inf)) = NaN for a row that sees no key; backward, empty rows"),
     Mutant("slice_offsets_column_major", F,
            "offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride",
            "offsets = offsets.unsqueeze(0) + torch.arange(size, dtype=torch.int64)[:, None] * stride "
@@ -345,9 +372,6 @@ CATALOGUE: tuple[Mutant, ...] = (
            "bottom-right rows that see no key are not guarded: NaN (0/0) output; causal bottom-right, n_q > n_k"),
     Mutant("empty_row_divides_by_zero", F, "        l_i = tl.where(empty, 1.0, l_i)\n", "        l_i = l_i\n",
            "a row that sees no key divides 0 by 0: NaN output; a window or bottom-right with empty rows"),
-    Mutant("dkdv_empty_row_lse_unguarded", B,
-           "        lse = tl.where(lse == float(\"-inf\"), 0.0, lse)\n", "        lse = lse\n",
-           "dk/dv recompute P = exp2(-inf - (-inf)) = NaN for a row that sees no key; backward, empty rows"),
     Mutant("varlen_bottom_right_from_max_lengths", F, "diag = diagonal(n_q, n_k, BOTTOM_RIGHT)",
            "diag = diagonal(N_Q, N_K, BOTTOM_RIGHT)",
            "packed input: the bottom-right diagonal from the longest lengths, not the sequence's; varlen, "
