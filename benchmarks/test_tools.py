@@ -271,3 +271,29 @@ def test_compare_trees_packed_shapes_take_both_kinds_of_lengths():
     assert all(n % 16 == 0 for n in packed["packed"])
     assert all(n % 16 for n in packed["packed_odd"])
     assert len(set(packed["packed"])) == len(packed["packed"]) > 1  # uneven sequences
+
+
+def test_score_sass_counts_the_softcaps_special_functions():
+    """The offline compile and disassembly (Triton's own ptxas and nvdisasm, no GPU): a forward
+    step without softcap has one special-function instruction per score (its exp2), and a
+    softcap adds at least one (tanh is not free) and float32 work."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "benchmarks.score_sass", "--head-dims", "64"], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {}
+    for line in done.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 9 and re.fullmatch(r"[\d.]+", cells[3]):
+            rows[cells[0], cells[2]] = float(cells[3]), float(cells[4])
+    assert set(rows) == {(p, v) for p in ("fwd", "bwd") for v in
+                         ("no softcap", "softcap: flash's tanh", "softcap: tanh.approx.f32")}, done.stdout
+    for pass_ in ("fwd", "bwd"):
+        mufu, fp32 = rows[pass_, "no softcap"]
+        assert mufu == 1.0, done.stdout
+        capped_mufu, capped_fp32 = rows[pass_, "softcap: flash's tanh"]
+        assert capped_mufu >= 2.0 and capped_fp32 > fp32, done.stdout
