@@ -145,6 +145,17 @@ CATALOGUE: tuple[Mutant, ...] = (
            "    first_hi = hi - BLOCK_K\n    if SPLIT_RUNS:\n        full_lo, full_hi = unmasked_key_range",
            "dq's one-loop path skips the last key tile of the band (the causal diagonal's); backward, "
            "d > 64, causal, no softcap or group, lengths multiples of 16"),
+    Mutant("one_loop_dkdv_stops_a_tile_short", B,
+           "    first_hi = hi\n    if SPLIT_RUNS:\n        full_lo, full_hi = unmasked_query_range",
+           "    first_hi = hi - BLOCK_Q\n    if SPLIT_RUNS:\n        full_lo, full_hi = unmasked_query_range",
+           "dk/dv's one-loop path skips the last query tile of the band (for a key tile: the last rows "
+           "that see it); backward, d > 64, causal, no softcap or group, lengths multiples of 16"),
+    Mutant("dq_hidden_p_leaks", B, "            p = tl.where(seen, p, 0.0)", "            p = tl.where(seen, p, 1e-6)",
+           "dq's masked tiles weigh hidden keys 1e-6, not 0: a row's dq leaks a little of every key past "
+           "its band or the sequence's end; backward, any mask"),
+    Mutant("dkdv_hidden_p_leaks", B, "            pt = tl.where(seen, pt, 0.0)", "            pt = tl.where(seen, pt, 1e-6)",
+           "dk/dv's masked tiles weigh hidden entries 1e-6, not 0: a key's dk, dv take a little of every "
+           "query that must not see it; backward, any mask"),
     Mutant("dkdv_masks_scores", B,
            "        pt = tl.exp2(st - lse[None, :])\n        if MASKED:\n",
            "        if MASKED:\n            st = tl.where(visible(mask_q[None, :], rows[None, :], offs_k[:, None], "
