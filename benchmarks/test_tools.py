@@ -281,6 +281,8 @@ def test_score_sass_counts_the_softcaps_special_functions():
     import subprocess
     import sys
 
+    # In a process of its own: score_sass must import flash compiled (TRITON_INTERPRET=0), and this
+    # process may already hold flash interpreted (Triton reads the variable when a kernel is decorated).
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "benchmarks.score_sass", "--head-dims", "64"], cwd=root,
                           capture_output=True, text=True, timeout=600)
