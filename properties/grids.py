@@ -176,6 +176,44 @@ def feature_cpu_cases() -> list[Case]:
     ]
 
 
+BAND_EDGE_OFFSETS = (-2, -1, 0, 1, 2)
+"""Where a band's edge falls relative to a tile boundary, in keys: a tiled kernel decides per tile
+whether to mask, and where its loops start and stop, from the band's edges rounded to tiles; an
+error of one or two keys in that rounding shows only when an edge lands that close to a boundary."""
+
+
+def _band_edge_cases(tile: int, n: int, head_dim: int, dtypes: tuple[str, ...]) -> list[Case]:
+    """For each offset ``o`` of :data:`BAND_EDGE_OFFSETS`: a window ``(tile - o, tile + o)`` (the
+    upper edge ``tile + o`` keys right of the diagonal, the lower ``tile - o`` left: residues ``o``
+    and ``-o`` modulo every power-of-two tile up to ``tile``, for the first and last rows of a query
+    tile alike, and likewise for the queries a key tile's band reaches), and bottom-right causal
+    diagonals ``n_k - n_q = +-(tile + o)`` (the minus sign: ``tile + o`` rows that see no key)."""
+    cases = []
+    for i, o in enumerate(BAND_EDGE_OFFSETS):
+        dtype = dtypes[i % len(dtypes)]
+        cases += [
+            Case(n, n, head_dim, (1,), dtype, False, seed=20 + i, window=(tile - o, tile + o)),
+            Case(n, n + tile + o, head_dim, (1,), dtype, True, seed=30 + i,
+                 causal_alignment="bottom_right"),
+            Case(n + tile + o, n, head_dim, (1,), dtype, True, seed=40 + i,
+                 causal_alignment="bottom_right"),
+        ]
+    return cases
+
+
+def band_edge_cpu_cases() -> list[Case]:
+    """Band edges at every offset from -2 to 2 keys of the boundaries of 16- to 64-key tiles
+    (:func:`_band_edge_cases`), over three 64-row tiles and one row: few checks run on them (those
+    that compare with the oracle and hide keys), as the feature grid holds every check."""
+    return _band_edge_cases(64, 193, 16, CPU_DTYPES)
+
+
+def band_edge_gpu_cases() -> list[Case]:
+    """As :func:`band_edge_cpu_cases` for tiles up to 128 keys, at head dims 64 and 128."""
+    return (_band_edge_cases(128, 1025, 64, ("float16", "bfloat16"))
+            + _band_edge_cases(128, 513, 128, ("bfloat16", "float32")))
+
+
 def feature_gpu_cases() -> list[Case]:
     """Feature cases for a compiled kernel: every dtype, head dims 64 and 128, GQA 8:1, windows at
     tile edges over a few thousand keys, empty rows, softcap and scale, up to 4k; as on the CPU

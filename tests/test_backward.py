@@ -154,6 +154,21 @@ def test_gradient_of_a_broadcast_upstream_gradient():
         torch.testing.assert_close(t.grad.double(), t64.grad, rtol=1e-5, atol=1e-5, msg=name)
 
 
+def test_lse_comes_back_detached():
+    """flash documents its lse as not differentiable (gradients flow through ``o``): it must come
+    back detached, so that a loss through it fails loudly instead of being given no gradient."""
+    from properties.varlen_case import VarlenCase
+
+    q, k, v = (t.requires_grad_() for t in Case(17, 33, 16, (2,)).make_qkv(DEVICE))
+    packed = VarlenCase((5, 12), (9, 3), heads=2, head_dim=16).make_qkv(DEVICE)
+    for t in packed[:3]:
+        t.requires_grad_()
+    for name, (o, lse) in (("attention_with_lse", flash.attention_with_lse(q, k, v, True)),
+                           ("attention_varlen_with_lse", flash.attention_varlen_with_lse(*packed, True))):
+        assert o.requires_grad, f"{name}: o has no gradient"
+        assert not lse.requires_grad and lse.grad_fn is None, f"{name}: lse is differentiable"
+
+
 def test_backward_choice_is_validated():
     q, k, v = Case(8, 8, 16, (1,)).make_qkv(DEVICE)
     with pytest.raises(ValueError, match="backward must be one of"):

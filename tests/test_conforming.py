@@ -14,10 +14,11 @@ contract first.
 import pytest
 
 from properties import ALL_CHECKS, load_kernel
-from properties.grids import feature_cpu_cases, property_cpu_cases
+from properties.grids import band_edge_cpu_cases, feature_cpu_cases, property_cpu_cases
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_grids import varlen_cpu_cases
 from tests.helpers import case_params, run_check
+from tests.test_features import BAND_EDGE_CHECKS
 
 CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
 REFERENCES = ("oracle.adapters.mock", "oracle.adapters.dense")
@@ -26,6 +27,12 @@ REFERENCES = ("oracle.adapters.mock", "oracle.adapters.dense")
 @pytest.mark.parametrize("check", CHECKS)
 @pytest.mark.parametrize("case", case_params(property_cpu_cases()[:4] + feature_cpu_cases()))
 def test_conforming_module_passes(check, case):
+    run_check(check, load_kernel("tests.conforming"), case)
+
+
+@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("case", case_params(band_edge_cpu_cases()))
+def test_conforming_module_passes_band_edges(check, case):
     run_check(check, load_kernel("tests.conforming"), case)
 
 
