@@ -214,6 +214,35 @@ def band_edge_gpu_cases() -> list[Case]:
             + _band_edge_cases(128, 513, 128, ("bfloat16", "float32")))
 
 
+def _band_edge_decode_cases(edge: int, n_k: int, head_dim: int, leading: tuple[int, ...],
+                            dtypes: tuple[str, ...]) -> list[Case]:
+    """Decoding-shaped band edges, for each offset ``o`` of :data:`BAND_EDGE_OFFSETS`: two query
+    rows bottom-right whose first row's lower window edge is key ``edge + o``, and three rows
+    top-left whose upper edge is ``edge + o`` keys right of the diagonal (a split-KV path rounds
+    the band to key tiles when it plans its splits)."""
+    cases = []
+    for i, o in enumerate(BAND_EDGE_OFFSETS):
+        dtype = dtypes[i % len(dtypes)]
+        cases += [
+            Case(2, n_k, head_dim, leading, dtype, False, seed=50 + i, causal_alignment="bottom_right",
+                 window=(n_k - 2 - edge - o, -1)),
+            Case(3, n_k, head_dim, leading, dtype, False, seed=60 + i, window=(-1, edge + o)),
+        ]
+    return cases
+
+
+def band_edge_decode_cpu_cases() -> list[Case]:
+    """:func:`_band_edge_decode_cases` at key 128 of 257 (tiles up to 128 keys; the CPU suite
+    splits them in 16-key splits, ``flash.split_kv``)."""
+    return _band_edge_decode_cases(128, 257, 16, (2,), CPU_DTYPES)
+
+
+def band_edge_decode_gpu_cases() -> list[Case]:
+    """:func:`_band_edge_decode_cases` at key 1024 of 2057: bands of 1025 to 1033 keys, which
+    ``flash``'s default plan cuts in two 512-key splits."""
+    return _band_edge_decode_cases(1024, 2057, 128, (2, 2), ("bfloat16", "float16"))
+
+
 def feature_gpu_cases() -> list[Case]:
     """Feature cases for a compiled kernel: every dtype, head dims 64 and 128, GQA 8:1, windows at
     tile edges over a few thousand keys, empty rows, softcap and scale, up to 4k; as on the CPU

@@ -20,6 +20,8 @@ from flash import decode
 from flash.scores import resolve
 from properties import ALL_CHECKS, load_kernel
 from properties.grids import (
+    band_edge_decode_cpu_cases,
+    band_edge_decode_gpu_cases,
     decode_cpu_cases,
     decode_gpu_cases,
     decode_long_cpu_cases,
@@ -40,6 +42,7 @@ from properties.varlen_grids import (
     varlen_feature_cpu_cases,
 )
 from tests.helpers import case_params, run_check
+from tests.test_features import BAND_EDGE_CHECKS
 
 CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
 PACKED_CHECKS = [pytest.param(check, id=check.__name__) for check in VARLEN_CHECKS]
@@ -121,6 +124,23 @@ def test_split_kv_packed(check, case):
 @pytest.mark.parametrize("case", case_params(SPLIT_PACKED_GPU, gpu=True))
 def test_split_kv_packed_gpu(check, case):
     run_check(check, load_kernel("flash.split_kv"), case)
+
+
+@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("case", case_params(band_edge_decode_cpu_cases()))
+@pytest.mark.parametrize("module", ("flash.split_kv", None), ids=("split_kv", "kernel"))
+def test_band_edge_decode(kernel, module, check, case):
+    """Band edges a key or two either side of a tile boundary in decoding shapes, where a split-KV
+    plan rounds the band to tiles: through 16-key splits (``flash.split_kv``), and the kernel under
+    test as it is."""
+    run_check(check, load_kernel(module) if module else kernel, case)
+
+
+@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("case", case_params(band_edge_decode_gpu_cases(), gpu=True))
+@pytest.mark.parametrize("module", ("flash.split_kv", None), ids=("split_kv", "kernel"))
+def test_band_edge_decode_gpu(kernel, module, check, case):
+    run_check(check, load_kernel(module) if module else kernel, case)
 
 
 def _features(case):

@@ -61,6 +61,8 @@ CPU_GRIDS: tuple[Grid, ...] = (
     (flash, lambda: grids.decode_long_cpu_cases()[:1], True),
     (flash, lambda: grids.decode_long_cpu_cases()[1:], False),
     (split_kv, lambda: test_decode.SPLIT_CPU + test_decode.SPLIT_PACKED_CPU, True),
+    (flash, grids.band_edge_decode_cpu_cases, True),
+    (split_kv, grids.band_edge_decode_cpu_cases, True),
 )
 GPU_GRIDS: tuple[Grid, ...] = (
     *((flash, grid, True) for grid in (
@@ -68,6 +70,8 @@ GPU_GRIDS: tuple[Grid, ...] = (
         grids.band_edge_gpu_cases, grids.decode_gpu_cases, varlen_grids.varlen_gpu_cases,
         varlen_grids.varlen_decode_gpu_cases)),
     (split_kv, lambda: test_decode.SPLIT_GPU + test_decode.SPLIT_PACKED_GPU, True),
+    (flash, grids.band_edge_decode_gpu_cases, True),
+    (split_kv, grids.band_edge_decode_gpu_cases, True),
 )
 
 REQUIRED: dict[str, Callable[[set], bool]] = {
