@@ -63,6 +63,11 @@ BAD = [
     pytest.param(_with(v=t(6, 2, 8)), ValueError, "head dim", id="head-dim-v"),
     pytest.param(_with(cu_seqlens_k=cu(0, 0, 6), max_seqlen_k=6), ValueError, "sequence 0 has 3 queries and no keys",
                  id="queries-without-keys"),
+    # The boundaries of that rule: a lone query, and the last sequence.
+    pytest.param(_with(cu_seqlens_q=cu(0, 1, 5), cu_seqlens_k=cu(0, 0, 6), max_seqlen_q=4, max_seqlen_k=6), ValueError,
+                 "sequence 0 has 1 queries and no keys", id="one-query-without-keys"),
+    pytest.param(_with(cu_seqlens_k=cu(0, 6, 6), max_seqlen_k=6), ValueError, "sequence 1 has 2 queries and no keys",
+                 id="last-sequence-without-keys"),
     pytest.param(_with(k=t(6, 2, 16, dtype=torch.float16)), TypeError, "share one dtype", id="dtype-k"),
     pytest.param(_with(v=t(7, 2, 16)), ValueError, "k and v must have the same length", id="length-v"),
     pytest.param(_with(q=t(0, 2, 16), cu_seqlens_q=cu(0, 0, 0)), ValueError, "q is empty", id="q-empty"),
