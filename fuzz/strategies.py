@@ -233,8 +233,10 @@ def cases(draw, *, size: Size = CPU, block: int = BLOCK, features: frozenset[str
                                               max_work=size.max_work, block=block)))
 
 
-WINDOW_EDGES = (0, 1, 2, 16, 63, 64, 65, 127, 128, 129)
-"""Window bounds drawn often: 0 (the row's own key), small ones, and the tile edges."""
+WINDOW_EDGES = (0, 1, 2, 16, 62, 63, 64, 65, 66, 126, 127, 128, 129, 130)
+"""Window bounds drawn often: 0 (the row's own key), small ones, and the tile edges give or take
+two keys (where a tiled kernel's rounding of the band to tiles goes wrong by one or two:
+:data:`properties.grids.BAND_EDGE_OFFSETS`)."""
 
 SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0)
 """Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30)."""
@@ -323,8 +325,9 @@ def _fit_sequences(seqlens_q, seqlens_k, heads, max_work):
     return tuple(q), tuple(k), heads
 
 
-_VARLEN_WINDOW_SIDES = (-1, 0, BLOCK - 1, BLOCK, BLOCK + 1)
-"""Window sides the varlen strategy draws besides small ones: unbounded, none, and the tile edges."""
+_VARLEN_WINDOW_SIDES = (-1, 0, BLOCK - 2, BLOCK - 1, BLOCK, BLOCK + 1, BLOCK + 2)
+"""Window sides the varlen strategy draws besides small ones: unbounded, none, and the tile edge
+give or take two keys."""
 
 _VARLEN_SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0, 0.0, -0.5)
 """Softmax scales the varlen strategy draws (``None``, the default ``1 / sqrt(d)``, first; 0 and a
@@ -342,7 +345,7 @@ def _fit_groups(kv_heads: int, group: int, heads: int) -> tuple[int, int]:
 def _varlen_feature_fields(draw, *, features: frozenset[str]) -> dict:
     """The :class:`VarlenCase` feature fields besides ``kv_heads``, each drawn only if declared in
     ``features`` and off first: ``causal_alignment`` (bottom-right), ``window`` (each side -1,
-    0, a tile edge 63/64/65 or small, so one-sided windows and rows that see no key come up),
+    0, a tile edge 62 to 66 or small, so one-sided windows and rows that see no key come up),
     ``softcap`` 1..50 and ``softmax_scale`` 1e-2..10, 0 or -0.5."""
     fields = {}
     if "bottom_right" in features and draw(st.booleans()):
