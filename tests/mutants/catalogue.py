@@ -21,6 +21,7 @@ S = "flash.scores"
 FN = "flash.function"
 D = "flash.decode"
 R = "flash.replay"
+C = "flash.checks"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- softmax scale --
@@ -480,4 +481,159 @@ CATALOGUE: tuple[Mutant, ...] = (
            "head = tuple((None, value)",
            "the recording keeps the first call's tensors and replays on them: later calls return an "
            "output never written (and keep the first call's memory alive); any repeated signature"),
+    # -- a held-out round (2026-12-04, nineteenth session): 24 bugs written by a helper that read
+    # only flash/ and this catalogue, not the tests; see docs/mutation.md --
+    # -- forward kernel and its band arithmetic (flash.forward, flash.scores) --
+    Mutant("output_rounded_to_half_before_division", F,
+           "acc = acc / l_i[:, None]",
+           "acc = acc.to(tl.float16).to(tl.float32) / l_i[:, None]",
+           "the unnormalized output is rounded to float16 before the division by l, for every input "
+           "dtype: float32 results off by ~2^-11 relative (and 16-bit inputs overflow to inf once "
+           "|sum p v| > 65504); float32, n_q = n_k = 1, d = 1, v = 0.1 (dense forward path)"),
+    Mutant("unmasked_run_one_key_past_first_row", S,
+           "full_hi = tl.minimum(full_hi, (tl.maximum(first_row + hi_diag + 1, 0) // BLOCK_K) * BLOCK_K)",
+           "full_hi = tl.minimum(full_hi, (tl.maximum(first_row + hi_diag + 2, 0) // BLOCK_K) * BLOCK_K)",
+           "off by one at a tile boundary: a key tile whose last key is one past the first row's "
+           "band goes to the unmasked run, so that row sees one future key (forward and dq); only "
+           "when first_row + hi_diag + 2 is a multiple of BLOCK_K: causal bottom-right n_q = 2, "
+           "n_k = 64 (hi_diag = 62), or a window right bound of 62"),
+    Mutant("window_unmasked_run_floor", S,
+           "full_lo = tl.cdiv(tl.maximum(last_row + lo_diag, 0), BLOCK_K) * BLOCK_K",
+           "full_lo = (tl.maximum(last_row + lo_diag, 0) // BLOCK_K) * BLOCK_K",
+           "the unmasked run starts at the tile holding the last row's lower window edge (rounded "
+           "down, not up), so that tile is not masked: rows see keys left of their window (forward "
+           "and dq); window (0, -1), n_q = n_k = 64 (row 1 sees key 0)"),
+    Mutant("group_size_needs_a_batch_dim", F,
+           "return q.shape[-3] // k.shape[-3] if q.dim() >= 3 else 1",
+           "return q.shape[-3] // k.shape[-3] if q.dim() > 3 else 1",
+           "grouped-query heads are recognized only with a batch dim: rank-3 [h, n, d] inputs with "
+           "h_q != h_kv get group 1, so k/v's offset table is indexed past its end (forward and "
+           "backward); q [2, n, d], k, v [1, n, d]"),
+    Mutant("window_key_range_unclamped", S,
+           "lo = (tl.maximum(first_row + lo_diag, 0) // BLOCK_K) * BLOCK_K",
+           "lo = ((first_row + lo_diag) // BLOCK_K) * BLOCK_K",
+           "the key loop's start is no longer clamped at 0: where a tile's first row's window edge "
+           "is before key 0 the loop starts at a negative tile, and the masks (cols < n_k, cols >= "
+           "i - left) let the first rows see 'keys' read from before the slice (the previous "
+           "slice's, or memory before the tensor); forward and dq. Interpreter (floor division): "
+           "window (1, -1), any n, 2 slices; compiled (truncation): window left >= 65"),
+    # -- the Triton backward (flash.backward_triton) --
+    Mutant("delta_in_input_dtype", B,
+           "delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)",
+           "delta = tl.sum(o * do, 1).to(tl.float32)",
+           "D = rowsum(dO * O) multiplied and summed in the input dtype, not float32: 16-bit "
+           "rounding of every product and partial sum (float16 overflows to inf once a product "
+           "passes 65504); backward, bfloat16 with d = 128, or float16 with |o|, |do| ~ 300"),
+    Mutant("dv_also_scaled", B,
+           "    dk *= sm_scale\n",
+           "    dk *= sm_scale\n    dv *= sm_scale\n",
+           "dv multiplied by the softmax scale as dk is (copy-paste): dv = scale P^T dO; backward, "
+           "any scale != 1 (the default 1/sqrt(d) with d >= 2)"),
+    Mutant("dk_allocated_like_k", B,
+           "dk = torch.empty(k.shape, dtype=k.dtype, device=q.device)",
+           "dk = torch.empty_like(k)",
+           "dk allocated with k's strides (empty_like keeps a permuted layout) while the kernel "
+           "writes it contiguously (dkv_strides): dk scrambled only for a non-contiguous k; "
+           "backward, k = x.transpose(-3, -2) from [b, n, h, d] with h >= 2"),
+    Mutant("preprocess_grid_floor", B,
+           "tiles = triton.cdiv(n_q, _PREPROCESS_BLOCK_Q)",
+           "tiles = n_q // _PREPROCESS_BLOCK_Q",
+           "the D = rowsum(dO * O) grid rounds down: rows past the last full 64-row tile keep the "
+           "torch.empty garbage in D (with n_q < 64 no D at all); backward, n_q % 64 != 0, e.g. n_q = 1"),
+    Mutant("dkdv_slice_stride_from_n_q", B,
+           "dkv_strides=(n_k * d, d)",
+           "dkv_strides=(n_q * d, d)",
+           "dk/dv slices written n_q rows apart instead of n_k: slices overlap (n_q < n_k) or run "
+           "past the tensor (n_q > n_k); backward, 2 kv slices (batch or kv heads), n_q != n_k"),
+    # -- packed variable-length input --
+    Mutant("varlen_o_strides_swapped", V,
+           "o_strides=(d, heads * d), lse_strides=(1, heads), n_q=max_seqlen_q,",
+           "o_strides=(heads * d, d), lse_strides=(1, heads), n_q=max_seqlen_q,",
+           "packed o written with its slice and row strides swapped (as if [heads, total, d]): "
+           "right for one head only; varlen, 2 heads, one sequence of length 1"),
+    Mutant("varlen_dkv_row_stride_from_q_heads", V,
+           "dkv_strides=(d, kv_heads * d)",
+           "dkv_strides=(d, heads * d)",
+           "packed dk/dv rows written h_q * d apart instead of h_kv * d: scattered and out of "
+           "bounds only with grouped heads; varlen backward, h_q = 2, h_kv = 1, total_k >= 2"),
+    Mutant("varlen_empty_rows_from_max_lengths", S,
+           "(varlen or n_q > n_k)",
+           "n_q > n_k",
+           "packed input: the empty-row guard decided from max_seqlen_q > max_seqlen_k instead of "
+           "on for every packed call, so a sequence with n_q > n_k among longer key sequences "
+           "gets NaN (0/0, exp2(-inf + inf)) in its rows that see no key; varlen causal "
+           "bottom-right, sequences q (2, 1), k (1, 2)"),
+    # -- split-KV (flash.decode): plan, partials, lse merge --
+    Mutant("merge_overwrites_unsplit_sequences", D,
+           "mask_r = (offs_r < n_q) & as_vector(splits > 0, offs_r)",
+           "mask_r = (offs_r < n_q)",
+           "the merge also stores for sequences with no splits: o = 0, lse = -inf over what the "
+           "forward computed; packed, one sequence that splits beside one that does not "
+           "(split_keys=16: q lengths (1, 20), k lengths (64, 20))"),
+    Mutant("merge_reads_partials_at_block_d", D,
+           "o_s = tl.load(O_PART + part[:, None] * HEAD_DIM",
+           "o_s = tl.load(O_PART + part[:, None] * BLOCK_D",
+           "the merge reads partial outputs as if padded to BLOCK_D while the split kernel wrote "
+           "them HEAD_DIM apart: wrong for every split but the first when d is not a power of "
+           "two or d < 16; split_keys=16, n_q = 1, n_k = 64, d = 24"),
+    Mutant("split_plan_window_start_one_late", D,
+           "lo = min(max(diag - features.left, 0), n_k)",
+           "lo = min(max(diag - features.left + 1, 0), n_k)",
+           "the split plan starts one key after the first row's window edge; the tile alignment "
+           "hides it except when diag - left is one before a tile boundary, then the first row "
+           "loses its first key; split_keys=16, bottom-right window (32, -1), n_q = 1, n_k = 48"),
+    Mutant("split_lse_partials_in_input_dtype", D,
+           '"lse_part", (slots, slices, part_rows), torch.float32, q.device)',
+           '"lse_part", (slots, slices, part_rows), q.dtype, q.device)',
+           "the splits' base-2 lse stored in the input dtype: 16-bit inputs get merge weights and a "
+           "final lse off by ~2^-9 |lse| (float32 unchanged); float16/bfloat16 that splits "
+           "(split_keys=16, n_q = 1, n_k = 64), lse compared at float32 precision"),
+    Mutant("split_kv_slice_precedence", D,
+           "kv_slice = pid % (num_q_slices // GROUP)",
+           "kv_slice = pid % num_q_slices // GROUP",
+           "operator precedence: the split kernel's kv slice is (pid % S) // GROUP, not "
+           "pid % (S // GROUP): with grouped heads, kv slices past the first read the wrong kv "
+           "head and write the wrong query heads' partials (others left as torch.empty); split "
+           "path (split_keys=16, n_q = 1, n_k = 64), h_q = 4, h_kv = 2"),
+    # -- the autograd wrapper (flash.function) --
+    Mutant("graph_only_if_q_requires_grad", FN,
+           "t.requires_grad\n                                           for t in (q, k, v))",
+           "t.requires_grad\n                                           for t in (q,))",
+           "the autograd graph is built only when q requires grad: with k or v alone requiring "
+           "grad, o has no grad_fn and k.grad stays None (backward raises); q plain, k and v "
+           "requires_grad=True"),
+    Mutant("lse_left_differentiable", FN,
+           "        ctx.mark_non_differentiable(lse)\n        return o, lse\n",
+           "        return o, lse\n",
+           "attention_with_lse no longer marks the lse non-differentiable: lse.requires_grad is True "
+           "and a loss through it is silently given no gradient instead of none being asked for; "
+           "attention_with_lse with q.requires_grad=True, check lse.requires_grad"),
+    Mutant("apply_scale_softcap_swapped", FN,
+           "FlashAttention.apply(q, k, v, is_causal, backward, scale, window, softcap, causal_alignment,",
+           "FlashAttention.apply(q, k, v, is_causal, backward, softcap, window, scale, causal_alignment,",
+           "attention() passes scale and softcap to the autograd Function in swapped positions: "
+           "only calls that build a graph compute with the wrong scale / cap (no-grad calls are "
+           "right); attention(q, k, v, scale=0.5) with q.requires_grad=True"),
+    # -- input validation (flash.checks) --
+    Mutant("gqa_heads_not_multiple_accepted", C,
+           "if h_q % h_k if h_k else h_q:",
+           "if h_q < h_k if h_k else h_q:",
+           "the grouped-query check weakened to h_q >= h_kv: q heads that are not a multiple of the "
+           "kv heads are accepted (and read the offset table past its end); q with 3 heads, k and "
+           "v with 2 must raise ValueError"),
+    Mutant("varlen_single_query_without_keys_accepted", C,
+           "if n_q > 0 and n_k == 0:",
+           "if n_q > 1 and n_k == 0:",
+           "off by one: a packed sequence with exactly one query and no keys (attention over no "
+           "keys, undefined) is accepted instead of raising ValueError; cu_seqlens_q [0, 1], "
+           "cu_seqlens_k [0, 0] beside another sequence with keys"),
+    Mutant("max_seqlen_checked_against_other_lengths", C,
+           '(("max_seqlen_q", max_seqlen_q, lengths["cu_seqlens_q"]),\n'
+           '                             ("max_seqlen_k", max_seqlen_k, lengths["cu_seqlens_k"])):',
+           '(("max_seqlen_q", max_seqlen_q, lengths["cu_seqlens_k"]),\n'
+           '                             ("max_seqlen_k", max_seqlen_k, lengths["cu_seqlens_q"])):',
+           "max_seqlen_q is checked against the key lengths and max_seqlen_k against the query "
+           "lengths: a valid call with longer keys than queries is refused, and a too-small "
+           "max_seqlen_q passes when keys are shorter; varlen q lengths (1), k lengths (5), "
+           "max_seqlen_q = 1, max_seqlen_k = 5 (wrongly raises)"),
 )
