@@ -238,7 +238,7 @@ def band_edge_decode_cpu_cases() -> list[Case]:
 
 
 def band_edge_decode_gpu_cases() -> list[Case]:
-    """:func:`_band_edge_decode_cases` at key 1024 of 2057: bands of 1025 to 1033 keys, which
+    """:func:`_band_edge_decode_cases` at key 1024 of 2057: bands of 1025 to 1035 keys, which
     ``flash``'s default plan cuts in two 512-key splits."""
     return _band_edge_decode_cases(1024, 2057, 128, (2, 2), ("bfloat16", "float16"))
 
