@@ -90,6 +90,19 @@ ALL_CHECKS = ORACLE_CHECKS + INVARIANT_CHECKS + FEATURE_CHECKS
 (variable-length) batches take a :class:`VarlenCase` instead and are :data:`VARLEN_CHECKS`
 (``properties/varlen.py``), not in here."""
 
+BAND_EDGE_CHECKS = (
+    check_output_matches_oracle,
+    check_lse_matches_oracle,
+    check_gradients_match_oracle,
+    check_causal_future_ignored,
+    check_causal_gradients_ignore_future,
+    check_window_hides_keys,
+    check_empty_rows,
+)
+"""The checks that see a key shown or hidden wrongly (the oracle's, and hidden keys perturbed):
+what the band-edge grids (``properties.grids.band_edge_*_cases``) run, where the feature grids
+run every check."""
+
 EVERY_CHECK = ALL_CHECKS + VARLEN_CHECKS
 """Every check, of cases and of packed batches: what the fuzzer and the corpus can name."""
 
@@ -101,6 +114,7 @@ def checks_for(case: Case | VarlenCase) -> tuple:
 
 __all__ = [
     "ALL_CHECKS",
+    "BAND_EDGE_CHECKS",
     "EVERY_CHECK",
     "FEATURE_CHECKS",
     "INVARIANT_CHECKS",

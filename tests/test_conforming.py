@@ -13,14 +13,14 @@ contract first.
 
 import pytest
 
-from properties import ALL_CHECKS, load_kernel
+from properties import ALL_CHECKS, BAND_EDGE_CHECKS, load_kernel
 from properties.grids import band_edge_cpu_cases, feature_cpu_cases, property_cpu_cases
 from properties.varlen import VARLEN_CHECKS
 from properties.varlen_grids import varlen_cpu_cases
 from tests.helpers import case_params, run_check
-from tests.test_features import BAND_EDGE_CHECKS
 
 CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
+EDGE_CHECKS = [pytest.param(check, id=check.__name__) for check in BAND_EDGE_CHECKS]
 REFERENCES = ("oracle.adapters.mock", "oracle.adapters.dense")
 
 
@@ -30,7 +30,7 @@ def test_conforming_module_passes(check, case):
     run_check(check, load_kernel("tests.conforming"), case)
 
 
-@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("check", EDGE_CHECKS)
 @pytest.mark.parametrize("case", case_params(band_edge_cpu_cases()))
 def test_conforming_module_passes_band_edges(check, case):
     run_check(check, load_kernel("tests.conforming"), case)

@@ -18,7 +18,7 @@ import torch
 
 from flash import decode
 from flash.scores import resolve
-from properties import ALL_CHECKS, load_kernel
+from properties import ALL_CHECKS, BAND_EDGE_CHECKS, load_kernel
 from properties.grids import (
     band_edge_decode_cpu_cases,
     band_edge_decode_gpu_cases,
@@ -42,9 +42,9 @@ from properties.varlen_grids import (
     varlen_feature_cpu_cases,
 )
 from tests.helpers import case_params, run_check
-from tests.test_features import BAND_EDGE_CHECKS
 
 CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS]
+EDGE_CHECKS = [pytest.param(check, id=check.__name__) for check in BAND_EDGE_CHECKS]
 PACKED_CHECKS = [pytest.param(check, id=check.__name__) for check in VARLEN_CHECKS]
 
 
@@ -126,7 +126,7 @@ def test_split_kv_packed_gpu(check, case):
     run_check(check, load_kernel("flash.split_kv"), case)
 
 
-@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("check", EDGE_CHECKS)
 @pytest.mark.parametrize("case", case_params(band_edge_decode_cpu_cases()))
 @pytest.mark.parametrize("module", ("flash.split_kv", None), ids=("split_kv", "kernel"))
 def test_band_edge_decode(kernel, module, check, case):
@@ -136,7 +136,7 @@ def test_band_edge_decode(kernel, module, check, case):
     run_check(check, load_kernel(module) if module else kernel, case)
 
 
-@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("check", EDGE_CHECKS)
 @pytest.mark.parametrize("case", case_params(band_edge_decode_gpu_cases(), gpu=True))
 @pytest.mark.parametrize("module", ("flash.split_kv", None), ids=("split_kv", "kernel"))
 def test_band_edge_decode_gpu(kernel, module, check, case):

@@ -8,7 +8,7 @@ Triton interpreter's bfloat16 ``tl.dot`` returns garbage.
 
 import pytest
 
-from properties import ALL_CHECKS
+from properties import ALL_CHECKS, BAND_EDGE_CHECKS
 from properties.grids import band_edge_cpu_cases, band_edge_gpu_cases, feature_cpu_cases, feature_gpu_cases
 from tests.helpers import case_params, run_check
 
@@ -27,14 +27,10 @@ def test_feature_case_gpu(kernel, check, case):
     run_check(check, kernel, case)
 
 
-BAND_EDGE_CHECKS = [pytest.param(check, id=check.__name__) for check in ALL_CHECKS
-                    if check.__name__ in ("check_output_matches_oracle", "check_lse_matches_oracle",
-                                          "check_gradients_match_oracle", "check_causal_future_ignored",
-                                          "check_causal_gradients_ignore_future",
-                                          "check_window_hides_keys", "check_empty_rows")]
+EDGE_CHECKS = [pytest.param(check, id=check.__name__) for check in BAND_EDGE_CHECKS]
 
 
-@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("check", EDGE_CHECKS)
 @pytest.mark.parametrize("case", case_params(band_edge_cpu_cases()))
 def test_band_edge_case(kernel, check, case):
     """A band's edges one or two keys either side of a tile boundary: the checks that see a key
@@ -42,7 +38,7 @@ def test_band_edge_case(kernel, check, case):
     run_check(check, kernel, case)
 
 
-@pytest.mark.parametrize("check", BAND_EDGE_CHECKS)
+@pytest.mark.parametrize("check", EDGE_CHECKS)
 @pytest.mark.parametrize("case", case_params(band_edge_gpu_cases(), gpu=True))
 def test_band_edge_case_gpu(kernel, check, case):
     run_check(check, kernel, case)
