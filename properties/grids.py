@@ -189,8 +189,7 @@ def _band_edge_cases(tile: int, n: int, head_dim: int, dtypes: tuple[str, ...]) 
     tile alike, and likewise for the queries a key tile's band reaches), and bottom-right causal
     diagonals ``n_k - n_q = +-(tile + o)`` (the minus sign: ``tile + o`` rows that see no key)."""
     cases = []
-    for i, o in enumerate(BAND_EDGE_OFFSETS):
-        dtype = dtypes[i % len(dtypes)]
+    for i, (o, dtype) in enumerate(zip(BAND_EDGE_OFFSETS, _cycle(dtypes, len(BAND_EDGE_OFFSETS)))):
         cases += [
             Case(n, n, head_dim, (1,), dtype, False, seed=20 + i, window=(tile - o, tile + o)),
             Case(n, n + tile + o, head_dim, (1,), dtype, True, seed=30 + i,
@@ -221,8 +220,7 @@ def _band_edge_decode_cases(edge: int, n_k: int, head_dim: int, leading: tuple[i
     top-left whose upper edge is ``edge + o`` keys right of the diagonal (a split-KV path rounds
     the band to key tiles when it plans its splits)."""
     cases = []
-    for i, o in enumerate(BAND_EDGE_OFFSETS):
-        dtype = dtypes[i % len(dtypes)]
+    for i, (o, dtype) in enumerate(zip(BAND_EDGE_OFFSETS, _cycle(dtypes, len(BAND_EDGE_OFFSETS)))):
         cases += [
             Case(2, n_k, head_dim, leading, dtype, False, seed=50 + i, causal_alignment="bottom_right",
                  window=(n_k - 2 - edge - o, -1)),

@@ -14,7 +14,7 @@ import torch
 import flash
 from flash.backward_triton import BackwardConfig
 from oracle.dense import dense_attention
-from properties import Case, check_gradients_match_oracle
+from properties import Case, VarlenCase, check_gradients_match_oracle
 from properties import error_model as em
 from properties.grids import backward_cpu_cases, backward_gpu_cases
 from tests.helpers import case_params
@@ -157,8 +157,6 @@ def test_gradient_of_a_broadcast_upstream_gradient():
 def test_lse_comes_back_detached():
     """flash documents its lse as not differentiable (gradients flow through ``o``): it must come
     back detached, so that a loss through it fails loudly instead of being given no gradient."""
-    from properties.varlen_case import VarlenCase
-
     q, k, v = (t.requires_grad_() for t in Case(17, 33, 16, (2,)).make_qkv(DEVICE))
     packed = VarlenCase((5, 12), (9, 3), heads=2, head_dim=16).make_qkv(DEVICE)
     for t in packed[:3]:

@@ -55,22 +55,21 @@ Grid = tuple[ModuleType, Callable[[], list], bool]
 CPU_GRIDS: tuple[Grid, ...] = (
     *((flash, grid, True) for grid in (
         grids.cpu_cases, grids.backward_cpu_cases, grids.property_cpu_cases, grids.feature_cpu_cases,
-        grids.band_edge_cpu_cases, grids.decode_cpu_cases, varlen_grids.varlen_cpu_cases,
-        varlen_grids.varlen_feature_cpu_cases, varlen_grids.varlen_decode_cpu_cases)),
+        grids.band_edge_cpu_cases, grids.band_edge_decode_cpu_cases, grids.decode_cpu_cases,
+        varlen_grids.varlen_cpu_cases, varlen_grids.varlen_feature_cpu_cases,
+        varlen_grids.varlen_decode_cpu_cases)),
     # test_decode_long_cache takes the gradients of the first long case only
     (flash, lambda: grids.decode_long_cpu_cases()[:1], True),
     (flash, lambda: grids.decode_long_cpu_cases()[1:], False),
     (split_kv, lambda: test_decode.SPLIT_CPU + test_decode.SPLIT_PACKED_CPU, True),
-    (flash, grids.band_edge_decode_cpu_cases, True),
     (split_kv, grids.band_edge_decode_cpu_cases, True),
 )
 GPU_GRIDS: tuple[Grid, ...] = (
     *((flash, grid, True) for grid in (
         grids.gpu_cases, grids.backward_gpu_cases, grids.property_gpu_cases, grids.feature_gpu_cases,
-        grids.band_edge_gpu_cases, grids.decode_gpu_cases, varlen_grids.varlen_gpu_cases,
-        varlen_grids.varlen_decode_gpu_cases)),
+        grids.band_edge_gpu_cases, grids.band_edge_decode_gpu_cases, grids.decode_gpu_cases,
+        varlen_grids.varlen_gpu_cases, varlen_grids.varlen_decode_gpu_cases)),
     (split_kv, lambda: test_decode.SPLIT_GPU + test_decode.SPLIT_PACKED_GPU, True),
-    (flash, grids.band_edge_decode_gpu_cases, True),
     (split_kv, grids.band_edge_decode_gpu_cases, True),
 )
 
