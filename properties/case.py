@@ -32,7 +32,9 @@ except by accident, and none is copied by a correct kernel:
 - ``gapped``: rows contiguous, but each ``[n, d]`` slice followed by 3 NaN elements, so slices
   start at odd element offsets from an aligned base: a kernel that assumes aligned slice starts
   (to load 16-byte vectors) reads misaligned;
-- ``broadcast_kv``: k and v share one slice across the first leading dim (stride 0, ``expand``);
+- ``broadcast_kv``: k and v share one slice across the first leading dim (stride 0, ``expand``),
+  and so does the upstream gradient (as autograd hands one over: ``o.sum()``'s is stride 0 in
+  every dim);
 - ``mixed``: q, k, v and the upstream gradient each in a different one of the layouts above
   (:data:`MIXED`), so a kernel that addresses one tensor with another's strides is caught.
 """
@@ -162,6 +164,8 @@ class Case:
         """An upstream gradient ``do`` for the output, in the case's layout."""
         gen = torch.Generator().manual_seed(self.seed + 7919)
         do = torch.randn((*self.leading, self.n_q, self.head_dim), generator=gen)
+        if self.layout == "broadcast_kv" and self.leading:
+            return _place(do.to(self.torch_dtype)[:1].expand_as(do), device)
         layout = MIXED["do"] if self.layout == "mixed" else self.layout
         return arrange(do.to(self.torch_dtype), layout, device)
 

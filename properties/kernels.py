@@ -7,7 +7,9 @@ A *kernel module* is any importable module with::
               causal_alignment="top_left") -> o
 
 differentiable in q, k, v, and in any of them alone: the gradient of an input that requires grad
-is right whichever of the others do (``check_gradients_with_frozen_inputs``). Optionally,
+is right whichever of the others do (``check_gradients_with_frozen_inputs``), and for an upstream
+gradient in any layout autograd hands over (any strides, stride 0 included: ``o.sum()``'s is
+stride 0 in every dim). Optionally,
 ``attention_with_lse(...same arguments...) -> (o, lse)`` with ``lse`` float32 of shape
 ``q.shape[:-1]``. ``attention_with_lse`` may be forward-only (its ``o``
 need not carry a ``grad_fn``): gradients are always taken through ``attention``.
