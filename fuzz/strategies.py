@@ -290,10 +290,16 @@ def ragged_lengths(draw, *, size: Size = CPU, max_sequences: int = 4,
     """Per-sequence lengths of one batch: each a tile edge or any length, in uneven mixes.
 
     Either independent lengths (:func:`lengths`), or a deliberately lopsided mix: one long
-    sequence among length-1 ones. Shrinks toward a single sequence of length 1 (the mix, too, may
-    shrink to its long sequence alone, so the shrinker need not leave that branch).
+    sequence among length-1 ones, or every sequence the same length (a batch of decoding steps or
+    of equal prefill chunks, whose keys :func:`varlen_cases` may still draw apart: a kernel that
+    takes equal query lengths for a dense batch must not assume its keys are too). Shrinks toward
+    a single sequence of length 1 (the mix, too, may shrink to its long sequence alone, so the
+    shrinker need not leave that branch).
     """
-    if draw(st.booleans()):
+    kind = draw(st.sampled_from(("independent", "lopsided", "equal")))
+    if kind == "equal":
+        return (draw(lengths(size=size, block=block)),) * draw(st.integers(1, max_sequences))
+    if kind == "lopsided":
         long = draw(lengths(size=size, block=block))
         n_short = draw(st.integers(0, max_sequences - 1))
         where = draw(st.integers(0, n_short))

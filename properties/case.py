@@ -18,7 +18,8 @@ from oracle.dense import ALIGNMENTS
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
-LAYOUTS = ("contiguous", "seq_first", "heads_last", "strided", "offset", "gapped", "broadcast_kv", "mixed")
+LAYOUTS = ("contiguous", "seq_first", "heads_last", "strided", "offset", "gapped", "column_slice",
+           "broadcast_kv", "mixed")
 """How q, k, v (and the upstream gradient) sit in memory; every one but the first is non-contiguous
 except by accident, and none is copied by a correct kernel:
 
@@ -32,12 +33,20 @@ except by accident, and none is copied by a correct kernel:
 - ``gapped``: rows contiguous, but each ``[n, d]`` slice followed by 3 NaN elements, so slices
   start at odd element offsets from an aligned base: a kernel that assumes aligned slice starts
   (to load 16-byte vectors) reads misaligned;
+- ``column_slice``: rows contiguous and each followed by 16 NaN elements, the last row too: the
+  slice ``[..., :d]`` of a wider buffer, as q, k and v cut from a fused projection's output are.
+  A kernel that loads past ``d`` (a head dim padded to a power of two) reads NaN; one that stores
+  there (to pad a row in place) writes over memory the caller owns;
 - ``broadcast_kv``: k and v share one slice across the first leading dim (stride 0, ``expand``),
   and so does the upstream gradient (as autograd hands one over: ``o.sum()``'s is stride 0 in
   every dim);
 - ``mixed``: q, k, v and the upstream gradient each in a different one of the layouts above
   (:data:`MIXED`), so a kernel that addresses one tensor with another's strides is caught.
 """
+
+COLUMN_SLICE_GAP = 16
+"""NaN elements after each row of the ``column_slice`` layout: the first 16 a kernel reads or writes
+past a row's end (all of them for a head dim padded to the next multiple of 16)."""
 
 MIXED = {"q": "heads_last", "k": "seq_first", "v": "strided", "do": "offset"}
 """The layout of each tensor under the ``mixed`` layout."""
@@ -291,6 +300,11 @@ def arrange(t: torch.Tensor, layout: str, device: torch.device | str) -> torch.T
         flat = torch.full((t.numel() + 37 + 11,), math.nan, dtype=t.dtype)
         flat[37 : 37 + t.numel()] = t.reshape(-1)
         return flat.to(device)[37 : 37 + t.numel()].view(t.shape)
+    if layout == "column_slice":
+        d = t.shape[-1]
+        wide = torch.full((*t.shape[:-1], d + COLUMN_SLICE_GAP), math.nan, dtype=t.dtype)
+        wide[..., :d] = t
+        return wide.to(device)[..., :d]
     if layout == "gapped":
         n, d = t.shape[-2:]
         slices = t.numel() // (n * d)

@@ -113,7 +113,18 @@ def property_cpu_cases() -> list[Case]:
         Case(97, 65, 24, (1, 2), "float32", True, "strided", seed=1),  # two leading dims
         Case(65, 97, 16, (2,), "float16", True, "broadcast_kv", seed=2),
         Case(17, 33, 40, (), "float32", False, "offset", seed=3),
+        *_other_layouts(Case(33, 47, 24, (2, 2), "float32", False, seed=5), taken=(
+            "contiguous", "strided", "broadcast_kv", "offset")),
     ]
+
+
+def _other_layouts(case: Case, taken: tuple[str, ...]) -> list[Case]:
+    """``case`` in every layout of :data:`LAYOUTS` not in ``taken``, causal every other one and in
+    float16 every third: so the invariant checks (``check_inputs_unchanged`` among them) meet every
+    layout, not only those the hand-picked cases use."""
+    others = [layout for layout in LAYOUTS if layout not in taken]
+    return [case.replace(layout=layout, is_causal=bool(i % 2), dtype="float16" if i % 3 == 2 else case.dtype)
+            for i, layout in enumerate(others)]
 
 
 def property_gpu_cases() -> list[Case]:
@@ -129,6 +140,8 @@ def property_gpu_cases() -> list[Case]:
             Case(257, 255, 256, (2,), dtype, False, "strided", seed=3),
             Case(4097, 4095, 64, (1,), dtype, True, seed=4),
         ]
+    cases += _other_layouts(Case(257, 129, 96, (2, 2), "bfloat16", False, seed=6),
+                            taken=("contiguous", "heads_last", "strided"))
     return cases
 
 

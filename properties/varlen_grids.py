@@ -108,19 +108,28 @@ def varlen_gpu_cases() -> list[VarlenCase]:
 def varlen_decode_cpu_cases() -> list[VarlenCase]:
     """Packed decoding (:func:`properties.grids.decode_cpu_cases`, one batch): a few query rows per
     sequence and keys long enough for ``flash``'s split-KV path (1100 keys); and, at 16 bits and
-    d = 128 (the tensor-descriptor reads), top-left and without a band, with a softcap."""
+    d = 128 (the tensor-descriptor reads), top-left and without a band, with a softcap; and batches
+    whose sequences all have the same number of queries (one each, sixteen each) over keys of
+    different lengths."""
     return [
         VarlenCase((1, 1, 16, 3, 0, 40), (1100, 40, 300, 99, 7, 40), 4, 16, "float32", True,
                    kv_heads=2, causal_alignment="bottom_right"),
         VarlenCase((16, 2, 5, 20), (300, 64, 130, 90), 2, 32, "float16", True, "strided", seed=1,
                    window=(100, 0), softcap=5.0, causal_alignment="bottom_right"),
         VarlenCase((1, 3, 20), (100, 90, 40), 2, 128, "float16", False, seed=2, softcap=8.0),
+        # Every sequence with the same number of queries (decoding steps, equal prefill chunks) over
+        # caches of different lengths: a kernel may run equal query lengths as a dense batch, and
+        # must not take the keys for equal too.
+        VarlenCase((1, 1, 1, 1), (1100, 1, 65, 14), 2, 16, "float32", False, seed=3),  # 4 | total_k
+        VarlenCase((16, 16, 16), (16, 80, 33), 2, 32, "float16", True, "heads_first", seed=4,
+                   causal_alignment="bottom_right"),
     ]
 
 
 def varlen_decode_gpu_cases() -> list[VarlenCase]:
     """Packed decoding for a compiled kernel: both 16-bit dtypes, eight one-row sequences over caches
-    of 1 to 32768 keys, two of 16 and 4 rows, GQA 4:1, bottom-right."""
+    of 1 to 32768 keys, two of 16 and 4 rows, GQA 4:1, bottom-right; and, as on the CPU, batches of
+    equal query lengths (1, 64) over caches of different lengths."""
     return [
         VarlenCase((1,) * 8 + (16, 4), (32768, 100, 4096, 1, 9000, 513, 1024, 2049, 8192, 300), 8,
                    128, dtype, True, seed=4, kv_heads=2, causal_alignment="bottom_right")
@@ -128,4 +137,9 @@ def varlen_decode_gpu_cases() -> list[VarlenCase]:
     ] + [
         VarlenCase((1, 4, 30), (5000, 3000, 100), 4, 64, "bfloat16", True, seed=5, kv_heads=2,
                    causal_alignment="bottom_right", window=(2000, 0), softcap=30.0),
+        # Equal query lengths over unequal caches (as in the CPU grid).
+        VarlenCase((1,) * 8, (16384, 1, 2049, 300, 4096, 65, 1000, 8191), 8, 128, "bfloat16", False,
+                   seed=6),
+        VarlenCase((64,) * 4, (64, 1000, 513, 4096), 4, 128, "float16", True, "heads_first", seed=7,
+                   kv_heads=2, causal_alignment="bottom_right"),
     ]

@@ -14,8 +14,11 @@ each a bug of the packed path on top of a correct dense one, judged on one packe
 import pytest
 
 from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
-from properties.varlen import VARLEN_CHECKS
+from properties.grids import property_cpu_cases
+from properties.side_effects import check_inputs_unchanged
+from properties.varlen import VARLEN_CHECKS, check_varlen_matches_oracle
 from properties.varlen_case import VarlenCase
+from properties.varlen_grids import varlen_decode_cpu_cases
 
 CASE = Case(33, 40, 16, (2,), "float32", False)
 """Non-causal (the causal checks make every case causal themselves), float32 (float16 output
@@ -283,6 +286,35 @@ def test_broken_varlen_module_fails_its_check(module):
     assert set(failed) == expected, (
         f"tests.broken.{module}: failing varlen checks {sorted(failed)}, expected {sorted(expected)}"
     )
+
+
+GRID_BROKEN = {
+    # module in tests/broken: (the check, the grid, which of its cases are of the kind that shows the
+    # bug). Bugs of other people's kernels, written blind to the suite, that its fixed grids missed
+    # (docs/mutation.md, "A held-out round of other people's kernels"); each grid now has cases of
+    # that kind, and this holds them to it: drop them, and the bug goes unseen again.
+    "pads_into_row_gap": (check_inputs_unchanged, property_cpu_cases,
+                          lambda case: case.layout == "column_slice" and case.head_dim % 16),
+    "varlen_equal_queries_dense": (check_varlen_matches_oracle, varlen_decode_cpu_cases,
+                                   lambda case: len(set(case.seqlens_q)) == 1 < len(set(case.seqlens_k))),
+}
+
+
+@pytest.mark.parametrize("module", list(GRID_BROKEN))
+def test_the_grids_have_cases_that_show_held_out_bugs(module):
+    check, grid, of_the_kind = GRID_BROKEN[module]
+    cases = [case for case in grid() if of_the_kind(case)]
+    assert cases, f"{grid.__name__} has no case of the kind that shows tests.broken.{module}"
+    caught = []
+    for case in cases:
+        try:
+            check(load_kernel(f"tests.broken.{module}"), case)
+        except NotApplicable:
+            continue
+        except AssertionError as exc:
+            caught.append(str(exc))
+    assert caught, f"{check.__name__} on {grid.__name__}'s cases did not catch tests.broken.{module}"
+    assert f"kernel tests.broken.{module}" in caught[0] and "bound" in caught[0], caught[0]
 
 
 def test_an_exactness_failure_says_whether_the_kernel_is_deterministic():

@@ -162,6 +162,14 @@ def test_varlen_cases_start_from_one_sequence_of_length_1_and_shrink_there():
     edge = find(varlen_cases(size=CPU), lambda case: any(n % 64 == 1 and n > 1 for n in case.seqlens_k),
                 settings=settings_)
     assert edge.seqlens_k == (65,) and edge.seqlens_q in ((1,), (65,)) and edge.heads == 1, edge
+    # Equal query lengths over unequal keys (a batch of decoding steps): a kernel that runs equal
+    # query lengths as a dense batch must not take the keys for equal too.
+    equal = find(varlen_cases(size=CPU), lambda case: len(case.seqlens_q) > 1 and 0 not in case.seqlens_q
+                 and len(set(case.seqlens_q)) == 1 and len(set(case.seqlens_k)) > 1, settings=settings_)
+    assert (equal.seqlens_q, equal.seqlens_k, equal.heads) == ((1, 1), (1, 2), 1), equal
+    longer = find(varlen_cases(size=CPU), lambda case: len(case.seqlens_q) > 1 and min(case.seqlens_q) > 1
+                  and len(set(case.seqlens_q)) == 1, settings=settings_)
+    assert len(longer.seqlens_q) == 2 and longer.heads == 1, longer
 
 
 @pytest.mark.parametrize("size", [CPU, GPU], ids=lambda size: f"size={size.name}")
