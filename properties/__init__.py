@@ -30,7 +30,7 @@ from properties.oracle_agreement import (
     check_output_matches_oracle,
     default_device,
 )
-from properties.side_effects import check_inputs_unchanged
+from properties.side_effects import check_inputs_unchanged, check_inputs_updated_in_place
 from properties.softmax import check_lse_normalizes_rows, check_rows_normalized
 from properties.stability import (
     check_convex_hull,
@@ -70,6 +70,7 @@ INVARIANT_CHECKS = (
     check_gradcheck_float64,
     check_gradients_with_frozen_inputs,
     check_inputs_unchanged,
+    check_inputs_updated_in_place,
 )
 """Every check of a property that holds for any correct kernel, with or without a reference."""
 

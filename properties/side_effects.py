@@ -86,3 +86,42 @@ def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
     snapshot.assert_unchanged("the forward with gradients recorded", ctx)
     torch.autograd.grad(o, leaves, do)
     snapshot.assert_unchanged("the backward", ctx)
+
+
+@gated
+def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -> None:
+    """A call reads its inputs as they are when it is made: after a first round of calls (the
+    forward, and one with gradients recorded and its backward), q, k and v are overwritten in place
+    with another seed's values (the same memory: a KV cache written between decoding steps); the
+    same calls again (``o`` and the lse outside autograd, ``o`` with gradients recorded) agree with
+    the calls on fresh tensors holding those values, within the error model's bound of each (so a
+    bug that shows in every call is the oracle checks' to report, not this one's). A module that keeps
+    something from one call to the next keyed by where its inputs live, or by which tensor they are
+    (a prepared k, a transposed v, a descriptor), answers with the old values (the contract,
+    ``properties/kernels.py``)."""
+    ctx = _common.context("check_inputs_updated_in_place", kernel, case)
+    q, k, v = case.make_qkv(device or default_device())
+    f = case.features()
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]  # share q, k, v's memory
+    with _common.crash_is_failure(ctx, "the first round of calls"):
+        _common.forward(kernel, q, k, v, case.is_causal, **f)
+        o = kernel.attention(*leaves, case.is_causal, **f)
+        torch.autograd.grad(o, leaves, case.make_grad_out(q.device))
+    new = case.replace(seed=case.seed + 1)
+    fresh = new.make_qkv(q.device)
+    with torch.no_grad():  # byte for byte: a case's layout fixes its buffers, whatever the seed
+        for t, values in zip((q, k, v), fresh):
+            _memory(t).copy_(_memory(values))
+    o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
+    o_grad = kernel.attention(*leaves, case.is_causal, **f).detach()
+    want, want_lse = _common.forward(kernel, *fresh, case.is_causal, **f)
+    want_grad = kernel.attention(*(t.detach().requires_grad_() for t in fresh), case.is_causal, **f).detach()
+    bound, how = _common.output_bound(*fresh, case.is_causal, **f)
+    what = f"the call after q, k, v were overwritten in place with {new}'s values vs a call on fresh tensors"
+    for name, got, expected in (("o", o, want), ("o with gradients recorded", o_grad, want_grad)):
+        em.assert_within_bound(f"{name}: {what}", got, expected, em.two_sided_bound(bound, bound),
+                               f"the output's bound twice; each = {how}", context=ctx)
+    if lse is not None:
+        bound, how = _common.lse_bound(fresh[0], fresh[1], case.is_causal, **f)
+        em.assert_within_bound(f"lse: {what}", lse, want_lse, em.two_sided_bound(bound, bound),
+                               f"the lse's bound twice; each = {how}", context=ctx, axes=("row",))

@@ -92,6 +92,9 @@ BROKEN = {
         "check_key_translation", "check_key_value_permutation", "check_query_permutation",
         "check_batch_independent", "check_single_key", "check_deterministic",
         "check_large_logits_stable", "check_gradcheck_float64"}),
+    # Outside autograd, k and v are prepared once per tensor object: every fresh call is right, and
+    # only a call after an input was overwritten in place reads the old values.
+    "check_inputs_updated_in_place": ("cache_by_tensor", {"check_inputs_updated_in_place"}),
 }
 
 ORACLE_BROKEN = {
