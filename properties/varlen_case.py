@@ -26,6 +26,7 @@ from properties.case import (
     DISTRIBUTIONS,
     DTYPES,
     Case,
+    arrange,
     case_line,
     check_features,
     feature_kwargs,
@@ -33,13 +34,17 @@ from properties.case import (
     parse_line,
 )
 
-VARLEN_LAYOUTS = ("contiguous", "heads_first", "strided", "mixed")
+VARLEN_LAYOUTS = ("contiguous", "heads_first", "strided", "column_slice", "mixed")
 """How the packed q, k, v (and the upstream gradient) sit in memory, each viewed ``[total, heads, d]``:
 
 - ``contiguous``: row-major ``[total, heads, d]`` (the output of a QKV projection, reshaped);
 - ``heads_first``: stored ``[heads, total, d]`` and viewed ``[total, heads, d]``;
 - ``strided``: every other element, in every dim, of a larger buffer whose other elements are NaN,
   so a kernel that ignores any one stride reads NaN and fails loudly;
+- ``column_slice``: each head's row of ``d`` followed by 16 NaN elements, the last one too
+  (:data:`properties.case.COLUMN_SLICE_GAP`): q, k, v cut from a wider buffer, as from a fused
+  projection's output, so a kernel that loads past ``d`` reads NaN and one that stores there
+  writes over the caller's memory;
 - ``mixed``: q, k, v and the upstream gradient each in a different one of the above
   (:data:`VARLEN_MIXED`), so a kernel that addresses one tensor with another's strides is caught.
 """
@@ -195,6 +200,8 @@ def arrange_packed(t: torch.Tensor, layout: str, device: torch.device | str) -> 
         big = torch.full(tuple(2 * s for s in t.shape), math.nan, dtype=t.dtype)
         big[::2, ::2, ::2] = t
         return big.to(device)[::2, ::2, ::2]
+    if layout == "column_slice":
+        return arrange(t, layout, device)
     raise ValueError(f"unknown packed layout {layout!r}")
 
 

@@ -35,6 +35,7 @@ def varlen_cpu_cases() -> list[VarlenCase]:
                    "uniform", 3.0, seed=4),
         VarlenCase((1, 65, 64, 63), (64, 1, 63, 127), 1, 16, "float32", True, "contiguous", "ties",
                    seed=5),
+        VarlenCase((17, 0, 64), (33, 5, 65), 2, 40, "float16", False, "column_slice", seed=6),
         *varlen_feature_cpu_cases(),
     ]
 
@@ -92,6 +93,7 @@ def varlen_gpu_cases() -> list[VarlenCase]:
         cases.append(VarlenCase(MIX_64, MIX_64[::-1], 2, 64, dtype, causal, "strided", seed=2))
     for causal in (False, True):
         cases.append(VarlenCase(MIX_64, MIX_64, 2, 128, "bfloat16", causal, "mixed", seed=3))
+        cases.append(VarlenCase(MIX_64[:16], MIX_64[16:32], 4, 80, "float16", causal, "column_slice", seed=7))
     # The features, compiled: a window and a softcap on packed input, GQA, bottom-right.
     cases.append(VarlenCase((1000, 1, 0, 513), (1000, 700, 5, 513), 4, 128, "bfloat16", True, seed=4,
                             kv_heads=2, causal_alignment="bottom_right", window=(200, 0), softcap=20.0))

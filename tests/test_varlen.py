@@ -137,6 +137,9 @@ def test_layouts_hold_the_same_values(layout):
         assert int(torch.isnan(storage).sum()) == storage.numel() - x.q.numel() == 7 * x.q.numel()
     if layout == "heads_first":
         assert x.q.stride() == (8, 8 * 8, 1)
+    if layout == "column_slice":  # each head's row is followed by NaN, the last one too
+        assert x.q.stride() == (2 * 24, 24, 1)
+        assert torch.isnan(x.q.as_strided((8, 2, 24), (48, 24, 1))[..., 8:]).all()
 
 
 def test_padded_oracle_matches_each_sequence_alone():
