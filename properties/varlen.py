@@ -28,7 +28,7 @@ from properties import _common
 from properties import error_model as em
 from properties.gradients import FROZEN
 from properties.kernels import default_device, gated, require_varlen
-from properties.side_effects import Snapshot
+from properties.side_effects import Snapshot, _memory
 from properties.varlen_case import VarlenCase, VarlenInputs
 
 ROWS = ("sequence", "head", "row", "col")
@@ -297,6 +297,55 @@ def check_varlen_inputs_unchanged(kernel: ModuleType, case: VarlenCase, device=N
     snapshot.assert_unchanged("the packed backward", ctx)
 
 
+@gated
+def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """:func:`properties.side_effects.check_inputs_updated_in_place` for packed batches, offsets
+    included: after a round of calls (the packed forward, one with gradients recorded and its
+    backward), q, k, v, ``cu_seqlens_q`` and ``cu_seqlens_k`` are overwritten in place with those of
+    the same batch in reverse order and another seed's values (the same totals, so the same
+    buffers: a serving loop refills its buffers for the next batch); the same calls again agree with
+    calls on fresh tensors holding the new batch, within twice the output's (lse's) bound. A kernel
+    that keeps something built from ``cu_seqlens`` (a schedule of sequences and tiles) keyed by the
+    tensor or its address runs the old batch's sequences over the new one's rows."""
+    fn = require_varlen(kernel)
+    ctx = _common.context("check_varlen_inputs_updated_in_place", kernel, case)
+    f = case.features()
+    x = case.make_qkv(device or default_device())
+    leaves = [t.detach().requires_grad_() for t in x[:3]]  # share q, k, v's memory
+    with _common.crash_is_failure(ctx, "the first round of calls"):
+        _forward(kernel, x, case)
+        torch.autograd.grad(fn(*leaves, *x[3:], case.is_causal, **f), leaves, case.make_grad_out(x.q.device))
+    new = case.replace(seqlens_q=case.seqlens_q[::-1], seqlens_k=case.seqlens_k[::-1], seed=case.seed + 1)
+    fresh = new.make_qkv(x.q.device)
+    with torch.no_grad():  # byte for byte: the totals fix the buffers, whatever the order and seed
+        for t, values in zip(x[:5], fresh[:5]):
+            _memory(t).copy_(_memory(values))
+    o, lse = _forward(kernel, x, new)
+    o_grad = fn(*leaves, *x[3:], new.is_causal, **f).detach()
+    want, want_lse = _forward(kernel, fresh, new)
+    want_grad = fn(*(t.detach().requires_grad_() for t in fresh[:3]), *fresh[3:], new.is_causal, **f).detach()
+    with torch.no_grad():
+        o64, lse64 = dense_attention_varlen(*fresh[:5], new.is_causal, **f)
+        o_ref, _ = dense_attention_varlen(*fresh[:5], new.is_causal, compute_dtype=None, **f)
+        _, lse_ref = dense_attention_varlen(*fresh[:5], new.is_causal,
+                                            compute_dtype=em.lse_reference_dtype(x.q.dtype), **f)
+    cu_q, nan = fresh.cu_seqlens_q, float("nan")
+    what = (f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s "
+            f"batch vs a call on fresh tensors")
+    bound, how = em.error_bound(em.OUTPUT, _pad(o_ref, cu_q), _pad(o64, cu_q), dtype=x.q.dtype,
+                                **_scales(fresh, new))
+    for name, got, expected in (("o", o, want), ("o with gradients recorded", o_grad, want_grad)):
+        em.assert_within_bound(f"{name}: {what}", _pad(got, cu_q, nan), _pad(expected, cu_q, nan),
+                               em.two_sided_bound(bound, bound), f"the output's bound twice; each = {how}",
+                               context=ctx, axes=ROWS)
+    if lse is not None:
+        bound, how = em.error_bound(em.LSE, _pad(lse_ref, cu_q), _pad(lse64, cu_q), dtype=em.LSE_DTYPE,
+                                    **_scales(fresh, new, _pad(lse64, cu_q)))
+        em.assert_within_bound(f"lse: {what}", _pad(lse, cu_q, nan), _pad(want_lse, cu_q, nan),
+                               em.two_sided_bound(bound, bound), f"the lse's bound twice; each = {how}",
+                               context=ctx, axes=LSE_ROWS)
+
+
 def _sequences_to_change(case: VarlenCase) -> list[int]:
     """The first, a middle and the last sequence."""
     return sorted({0, case.batch // 2, case.batch - 1})
@@ -424,6 +473,7 @@ VARLEN_CHECKS = (
     check_varlen_no_leakage,
     check_varlen_matches_separate,
     check_varlen_inputs_unchanged,
+    check_varlen_inputs_updated_in_place,
     check_varlen_gradients_with_frozen_inputs,
     check_varlen_backward_repeatable,
 )

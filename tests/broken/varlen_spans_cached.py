@@ -1,0 +1,46 @@
+"""Varlen kernel module with one bug: it builds its schedule (each sequence's rows of q and of k)
+once per pair of ``cu_seqlens`` tensor objects, cached by identity (as ``functools.lru_cache`` on a
+tensor argument would), so offsets overwritten in place since (a serving loop refilling its buffers
+for the next batch) are read as they were.
+
+Every call on fresh offsets is right. Smallest input that shows it: a batch of two sequences of
+lengths 1 and 2, then the same buffers refilled with lengths 2 and 1, and the same call again.
+"""
+
+import weakref
+
+import torch
+
+from tests.broken import _float32
+from tests.broken._varlen import attention, attention_with_lse, heads_first, pack, spans
+
+__all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
+
+_SCHEDULES: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, list]] = {}
+
+
+def _schedule(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor) -> list:
+    key = (id(cu_seqlens_q), id(cu_seqlens_k))
+    hit = _SCHEDULES.get(key)
+    if hit is None or hit[0]() is not cu_seqlens_q or hit[1]() is not cu_seqlens_k:  # new objects only
+        hit = _SCHEDULES[key] = (weakref.ref(cu_seqlens_q), weakref.ref(cu_seqlens_k),
+                                 spans(cu_seqlens_q, cu_seqlens_k))
+    return hit[2]
+
+
+def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              is_causal=False):
+    outs, lses = [], []
+    for rows_q, rows_k in _schedule(cu_seqlens_q, cu_seqlens_k):
+        if rows_q.start == rows_q.stop:
+            continue
+        o, lse = _float32.attention_with_lse(heads_first(q[rows_q]), heads_first(k[rows_k]),
+                                             heads_first(v[rows_k]), is_causal)
+        outs.append(o)
+        lses.append(lse)
+    return pack(q, outs, lses)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False):
+    return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                     is_causal)[0]
