@@ -52,7 +52,8 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   memory they are views of (the gaps between the rows of a strided tensor)
   (``check_inputs_unchanged``, on dense calls). And it reads them as they are when it is made:
   nothing kept from an earlier call (keyed by where the inputs live) stands in for inputs since
-  overwritten in place, as a KV cache is between decoding steps (``check_inputs_updated_in_place``).
+  overwritten in place, as a KV cache is between decoding steps (``check_inputs_updated_in_place``;
+  for packed calls, ``cu_seqlens`` too: ``check_varlen_inputs_updated_in_place``).
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
   gradients (``check_deterministic``); and the backward of one forward may run more than once
   (``retain_graph=True``), each time with the same gradients (``check_backward_repeatable``).
