@@ -32,10 +32,10 @@ def pack(q, outs, lses):
     return o, lse
 
 
-def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                              is_causal=False):
+def run_sequences(q, k, v, schedule, is_causal):
+    """Packed ``(o, lse)``, each sequence of ``schedule`` (:func:`spans`' list) computed alone."""
     outs, lses = [], []
-    for rows_q, rows_k in spans(cu_seqlens_q, cu_seqlens_k):
+    for rows_q, rows_k in schedule:
         if rows_q.start == rows_q.stop:
             continue  # a sequence without queries produces nothing
         o, lse = _float32.attention_with_lse(heads_first(q[rows_q]), heads_first(k[rows_k]),
@@ -43,6 +43,11 @@ def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
         outs.append(o)
         lses.append(lse)
     return pack(q, outs, lses)
+
+
+def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              is_causal=False):
+    return run_sequences(q, k, v, spans(cu_seqlens_q, cu_seqlens_k), is_causal)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False):

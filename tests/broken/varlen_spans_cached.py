@@ -11,8 +11,7 @@ import weakref
 
 import torch
 
-from tests.broken import _float32
-from tests.broken._varlen import attention, attention_with_lse, heads_first, pack, spans
+from tests.broken._varlen import attention, attention_with_lse, run_sequences, spans
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
 
@@ -30,15 +29,7 @@ def _schedule(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor) -> list:
 
 def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                               is_causal=False):
-    outs, lses = [], []
-    for rows_q, rows_k in _schedule(cu_seqlens_q, cu_seqlens_k):
-        if rows_q.start == rows_q.stop:
-            continue
-        o, lse = _float32.attention_with_lse(heads_first(q[rows_q]), heads_first(k[rows_k]),
-                                             heads_first(v[rows_k]), is_causal)
-        outs.append(o)
-        lses.append(lse)
-    return pack(q, outs, lses)
+    return run_sequences(q, k, v, _schedule(cu_seqlens_q, cu_seqlens_k), is_causal)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False):
