@@ -88,6 +88,15 @@ def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
     snapshot.assert_unchanged("the backward", ctx)
 
 
+def overwrite_in_place(tensors, values) -> None:
+    """Copy each of ``values`` over the memory of the matching one of ``tensors``, byte for byte,
+    gaps included (each pair is laid out alike, in buffers of the same size): new contents in the
+    same memory, as a caller refills its buffers between calls."""
+    with torch.no_grad():
+        for t, new in zip(tensors, values, strict=True):
+            _memory(t).copy_(_memory(new))
+
+
 @gated
 def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -> None:
     """A call reads its inputs as they are when it is made: after a first round of calls (the
@@ -109,9 +118,7 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
         torch.autograd.grad(o, leaves, case.make_grad_out(q.device))
     new = case.replace(seed=case.seed + 1)
     fresh = new.make_qkv(q.device)
-    with torch.no_grad():  # byte for byte: a case's layout fixes its buffers, whatever the seed
-        for t, values in zip((q, k, v), fresh):
-            _memory(t).copy_(_memory(values))
+    overwrite_in_place((q, k, v), fresh)  # a case's layout fixes its buffers, whatever the seed
     o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
     o_grad = kernel.attention(*leaves, case.is_causal, **f).detach()
     want, want_lse = _common.forward(kernel, *fresh, case.is_causal, **f)

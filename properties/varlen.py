@@ -28,7 +28,7 @@ from properties import _common
 from properties import error_model as em
 from properties.gradients import FROZEN
 from properties.kernels import default_device, gated, require_varlen
-from properties.side_effects import Snapshot, _memory
+from properties.side_effects import Snapshot, overwrite_in_place
 from properties.varlen_case import VarlenCase, VarlenInputs
 
 ROWS = ("sequence", "head", "row", "col")
@@ -74,6 +74,19 @@ def _run(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, case: VarlenCase
     o = require_varlen(kernel)(*leaves, *x[3:], case.is_causal, **case.features())
     dq, dk, dv = torch.autograd.grad(o, leaves, do)
     return {"o": o.detach(), "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+
+
+def _references(x: VarlenInputs, case: VarlenCase):
+    """``(o64, lse64, o_ref, lse_ref)``: the padded float64 oracle's output and lse, the output
+    computed in the inputs' dtype and the lse in float32 (its own dtype), the references of the
+    error model's bounds."""
+    f = case.features()
+    with torch.no_grad():
+        o64, lse64 = dense_attention_varlen(*x[:5], case.is_causal, **f)
+        o_ref, _ = dense_attention_varlen(*x[:5], case.is_causal, compute_dtype=None, **f)
+        _, lse_ref = dense_attention_varlen(*x[:5], case.is_causal,
+                                            compute_dtype=em.lse_reference_dtype(x.q.dtype), **f)
+    return o64, lse64, o_ref, lse_ref
 
 
 def _check_shapes(o: torch.Tensor, lse: torch.Tensor | None, q: torch.Tensor, context: str) -> None:
@@ -130,13 +143,8 @@ def check_varlen_matches_oracle(kernel: ModuleType, case: VarlenCase, device=Non
     require_varlen(kernel)
     ctx = _common.context("check_varlen_matches_oracle", kernel, case)
     x = case.make_qkv(device or default_device())
-    f = case.features()
     o, lse = _forward(kernel, x, case)
-    with torch.no_grad():
-        o64, lse64 = dense_attention_varlen(*x[:5], case.is_causal, **f)
-        o_ref, _ = dense_attention_varlen(*x[:5], case.is_causal, compute_dtype=None, **f)
-        _, lse_ref = dense_attention_varlen(*x[:5], case.is_causal,
-                                            compute_dtype=em.lse_reference_dtype(x.q.dtype), **f)
+    o64, lse64, o_ref, lse_ref = _references(x, case)
     _check_shapes(o, lse, x.q, ctx)
     _assert_output(o, o64, o_ref, x, case, ctx)
     cu_q = x.cu_seqlens_q
@@ -317,18 +325,12 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
         torch.autograd.grad(fn(*leaves, *x[3:], case.is_causal, **f), leaves, case.make_grad_out(x.q.device))
     new = case.replace(seqlens_q=case.seqlens_q[::-1], seqlens_k=case.seqlens_k[::-1], seed=case.seed + 1)
     fresh = new.make_qkv(x.q.device)
-    with torch.no_grad():  # byte for byte: the totals fix the buffers, whatever the order and seed
-        for t, values in zip(x[:5], fresh[:5]):
-            _memory(t).copy_(_memory(values))
+    overwrite_in_place(x[:5], fresh[:5])  # the totals fix the buffers, whatever the order and seed
     o, lse = _forward(kernel, x, new)
     o_grad = fn(*leaves, *x[3:], new.is_causal, **f).detach()
     want, want_lse = _forward(kernel, fresh, new)
     want_grad = fn(*(t.detach().requires_grad_() for t in fresh[:3]), *fresh[3:], new.is_causal, **f).detach()
-    with torch.no_grad():
-        o64, lse64 = dense_attention_varlen(*fresh[:5], new.is_causal, **f)
-        o_ref, _ = dense_attention_varlen(*fresh[:5], new.is_causal, compute_dtype=None, **f)
-        _, lse_ref = dense_attention_varlen(*fresh[:5], new.is_causal,
-                                            compute_dtype=em.lse_reference_dtype(x.q.dtype), **f)
+    o64, lse64, o_ref, lse_ref = _references(fresh, new)
     cu_q, nan = fresh.cu_seqlens_q, float("nan")
     what = (f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s "
             f"batch vs a call on fresh tensors")
