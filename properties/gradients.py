@@ -80,10 +80,16 @@ def check_gradcheck_float64(kernel: ModuleType, case: Case, device=None) -> None
     except (TypeError, ValueError) as exc:
         raise NotApplicable(f"kernel module {kernel_name(kernel)} does not take float64 ({exc})") from exc
     fn = lambda *a: kernel.attention(*a, small.is_causal, **f)
-    try:
-        torch.autograd.gradcheck(fn, (q, k, v), eps=EPS, atol=ATOL, rtol=RTOL)
-    except GradcheckError as exc:
-        first = str(exc).strip().splitlines()[0].rstrip(",")
+    mismatch = None
+    # A gradcheck that disagrees is this check's finding below; any other exception of the kernel's
+    # calls or backwards inside it is one too, named as the check's (not the kernel's bare error).
+    with _common.crash_is_failure(ctx, "a call of the kernel or its backward inside gradcheck"):
+        try:
+            torch.autograd.gradcheck(fn, (q, k, v), eps=EPS, atol=ATOL, rtol=RTOL)
+        except GradcheckError as exc:
+            mismatch = exc
+    if mismatch is not None:
+        first = str(mismatch).strip().splitlines()[0].rstrip(",")
         raise AssertionError(
             f"gradcheck in float64: {ctx}: {first}; worst at {_worst_jacobian_entry(fn, (q, k, v))}; "
             f"bound = gradcheck's atol {ATOL:g} + rtol {RTOL:g} x |finite difference| (eps {EPS:g})"

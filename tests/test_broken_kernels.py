@@ -363,3 +363,15 @@ def test_a_write_into_the_gaps_of_an_input_fails_check_inputs_unchanged():
     with pytest.raises(AssertionError, match="a gap of its layout.*just after its element at batch"):
         check_inputs_unchanged(kernel, case)
     check_inputs_unchanged(conforming, case)  # the same case, and no write: passes
+
+
+def test_a_kernel_that_raises_inside_gradcheck_fails_check_gradcheck_float64_by_name():
+    """A kernel's own exception inside gradcheck (here autograd's "modified by an inplace
+    operation": ``pads_into_row_gap`` writes into its input) is the check's failure, named as the
+    check's and the case's, as the other checks name a crash (``_common.crash_is_failure``)."""
+    from properties.gradients import check_gradcheck_float64
+
+    case = Case(8, 8, 15, (2,), "float32", False, layout="column_slice")
+    with pytest.raises(AssertionError, match=r"check_gradcheck_float64 failed for kernel "
+                       r"tests\.broken\.pads_into_row_gap on Case\(.*inside gradcheck raised RuntimeError"):
+        check_gradcheck_float64(load_kernel("tests.broken.pads_into_row_gap"), case)
