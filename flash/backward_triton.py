@@ -171,19 +171,14 @@ def _dkdv_query_tiles(
             lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln)
             delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln)
         lse = lse * 1.4426950408889634  # base 2
-        # A row that sees no key has lse = -inf: use lse 0. Since P is masked after exp2 (below)
-        # this no longer keeps NaN out (such a row's entries are all hidden, and where drops
-        # their exp2(+inf)), and removing it is an equivalent mutant on the CPU; it stays because
-        # the H200 measured the bits and speed of the P masking with it (2026-12-04), and it is
-        # unconditional so that a call's gradients do not depend on whether its rows could be
-        # empty (bottom-right = top-left on a square, a packed sequence = itself alone).
-        lse = tl.where(lse == float("-inf"), 0.0, lse)
         # -- recompute P^T from the saved lse; hidden and out-of-range entries are set to 0 --
         # P, not the scores, is masked: with the scores masked, a tile's P differed in the last
         # bit masked or not (H200, 2026-12-04; the compiler fuses exp2's argument differently),
         # so the gradients depended on the loops chosen (loop_shape) and a packed sequence was
         # not bit for bit itself alone (BATCH_INVARIANT). Masked after exp2 no bit differs. exp2
-        # may overflow to inf on a hidden score; where drops it (it is never multiplied).
+        # may overflow to inf on a hidden score; where drops it (it is never multiplied). A row
+        # that sees no key has lse = -inf and exp2(+inf) everywhere, all of it hidden: so it
+        # needs no guard on lse (a guard here was an equivalent mutant and was removed).
         st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
         pt = tl.exp2(st - lse[None, :])
         if MASKED:
@@ -406,7 +401,6 @@ def _backward_dq_kernel(
                  mask=mask_qd, other=0.0)
     lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     lse = lse * 1.4426950408889634  # base 2
-    lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row that sees no key: as in dk/dv
     delta = tl.load(delta_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)
 
@@ -624,17 +618,18 @@ def launch_backward(
     ``dkv_strides`` (element strides between slices and between rows). Arguments are checked.
     """
     d = q.shape[-1]
+    block_d = padded_head_dim(d)
     varlen = cu_seqlens_q is not None
     cu_q = cu_seqlens_q if varlen else offsets.q
     cu_k = cu_seqlens_k if varlen else offsets.q
     strides = (q.stride(-2), q.stride(-1), k.stride(-2), k.stride(-1),
                v.stride(-2), v.stride(-1), do.stride(-2), do.stride(-1))
     launch = features.kernel_args(varlen, n_q, n_k)
-    launch.pop("EMPTY_ROWS")  # the backward's lse guard is unconditional: see _backward_dkdv_kernel
+    launch.pop("EMPTY_ROWS")  # the backward needs no guard: an empty row's P is all hidden, masked to 0
     launch.update(
         VARLEN=varlen,
-        **loop_shape(padded_head_dim(d), features, group, varlen, n_q, n_k),
-        BLOCK_D=padded_head_dim(d),
+        **loop_shape(block_d, features, group, varlen, n_q, n_k),
+        BLOCK_D=block_d,
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         OFFSET_ALIGN=offset_alignment(q, k, v, o, do),
         num_warps=config.num_warps,

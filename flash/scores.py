@@ -26,8 +26,9 @@ from typing import NamedTuple
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
-import flash._runtime  # noqa: F401  (sets TRITON_INTERPRET before the kernels are decorated)
+import flash._runtime  # (sets TRITON_INTERPRET before the kernels are decorated)
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
 PLAN_FIELDS = tl.constexpr(5)
@@ -91,28 +92,51 @@ def resolve(
     )
 
 
+_INTERPRET: tl.constexpr = tl.constexpr(flash._runtime.INTERPRET)
+
+
+@triton.jit
+def _fast_divide(x, y):
+    """``x / y`` to 2 ulp for ``|y|`` in ``[2^-126, 2^126]``: one reciprocal and one product
+    (``div.approx.f32``), where ``/`` compiles to ``div.full.f32``, the same 2 ulp over every
+    ``y`` for six instructions more (range checks and scalings). The interpreter has no
+    libdevice: there, ``/``."""
+    if _INTERPRET:
+        quotient = x / y
+    else:
+        quotient = libdevice.fast_dividef(x, y)
+    return quotient
+
+
 @triton.jit
 def tanh(x):
-    """tanh to a few float32 ulp *relative*, also for tiny ``x`` (the interpreter has no tanh).
+    """tanh to a few float32 ulp *relative*, for every ``x`` (the interpreter has no tanh).
 
     A relative error matters: with a softcap far above the scores, ``c tanh(s / c)`` is ``s`` to
-    first order, and an absolute error ``u`` of tanh would move every score by ``c u``. Away from 0,
-    ``(1 - e) / (1 + e)`` with ``e = exp(-2|x|)`` (no overflow for any ``x``; ``1 - e >= 0.55`` so
-    there is no cancellation); below 0.4 the Taylor series to ``x^13`` (its next term is under
-    2^-30 relative there). Measured in numpy float32 against float64 tanh: at most 3.4 ulp.
+    first order, and an absolute error ``u`` of tanh would move every score by ``c u``.
+    ``x P(x^2) / Q(x^2)``, ``P`` and ``Q`` of degree 4 with ``P(0) = Q(0) = 1`` (so tiny ``x`` get
+    ``x``), fitted to tanh's relative error on ``[0, 9]`` (float64 error 2.1e-8), ``x`` clamped to
+    ``[-9, 9]``; odd, so no sign handling. Measured in numpy float32, with FMAs and the division
+    as a rounded reciprocal times the numerator: at most 5.2 ulp, 3.4 ulp at the 99.9th percentile;
+    in the interpreter, which rounds each product and sum apart, 6.13 ulp (``tests/test_tanh.py``).
+    Its division's reciprocal is its one special-function instruction: the former ``(1 - e) /
+    (1 + e)`` with ``e = exp(-2|x|)`` took an ``exp2`` as well, a third per score beside the
+    softmax's, on a unit that retires 16 per clock per SM on Hopper against 128 float32 FMAs
+    (``benchmarks/score_sass.py`` counts them; docs/speed.md, "The softcap's cost, counted").
     """
-    a = tl.abs(x)
-    e = tl.exp2(-2.8853900817779268 * a)  # exp(-2|x|): 2.885... = 2 log2(e)
-    far = (1.0 - e) / (1.0 + e)
-    x2 = x * x
-    series = -1382.0 / 155925.0 + x2 * (21844.0 / 6081075.0)
-    series = 62.0 / 2835.0 + x2 * series
-    series = -17.0 / 315.0 + x2 * series
-    series = 2.0 / 15.0 + x2 * series
-    series = -1.0 / 3.0 + x2 * series
-    near = a + a * (x2 * series)
-    t = tl.where(a < 0.4, near, far)
-    return tl.where(x < 0, -t, t)
+    # Beyond 9, float32 tanh is 1 (1 - tanh(9) = 3e-8). NaN stays NaN, as in torch.tanh: by
+    # default the GPU's min and max return the other operand.
+    x = tl.clamp(x, -9.0, 9.0, propagate_nan=tl.PropagateNan.ALL)
+    z = x * x
+    p = 1.335468979846155e-08 * z + 2.060911174339708e-05
+    p = p * z + 0.0034955902956426144
+    p = p * z + 0.13381028175354004
+    p = p * z + 1.0
+    q = 7.776572488182865e-07 * z + 0.0003285638231318444
+    q = q * z + 0.02587699145078659
+    q = q * z + 0.4671434462070465
+    q = q * z + 1.0
+    return _fast_divide(x * p, q)  # q in [1, 416]
 
 
 @triton.jit

@@ -230,8 +230,8 @@ CATALOGUE: tuple[Mutant, ...] = (
            "D = rowsum(do * o) reads the padded head-dim columns (the next row's values); backward, d not "
            "a power of two"),
     Mutant("dkdv_lse_in_natural_log", B,
-           "        lse = lse * 1.4426950408889634  # base 2\n        # A row that sees no key",
-           "        # A row that sees no key",
+           "        lse = lse * 1.4426950408889634  # base 2\n        # -- recompute P^T",
+           "        # -- recompute P^T",
            "dk/dv recompute P = exp2(s - lse) with the lse left in natural log; backward, any input"),
     Mutant("gqa_dkdv_lse_of_kv_head", B, "lse_base = LSE + q_slice.to(tl.int64) * stride_ls",
            "lse_base = LSE + pid_b.to(tl.int64) * stride_ls",
@@ -269,9 +269,9 @@ CATALOGUE: tuple[Mutant, ...] = (
            "o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_on",
            "o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_qn",
            "a sequence's o rows located with q's row stride: wrong when packed q is not laid out like o"),
-    Mutant("tanh_series_coefficient", S, "series = 2.0 / 15.0 + x2 * series", "series = 2.0 / 13.0 + x2 * series",
-           "tanh's Taylor series with a wrong x^5 coefficient: capped scores off by ~0.02 (x/c)^5 below "
-           "0.4; float32, softcap a few times the scores"),
+    Mutant("tanh_coefficient_digit_slip", S, "p = p * z + 0.0034955902956426144", "p = p * z + 0.0035955902956426144",
+           "tanh's rational fit with one digit of a numerator coefficient wrong: capped scores off by "
+           "up to ~1e-4 relative (x = s / c near 1 to 3); float32, softcap a few times the scores"),
     Mutant("softcap_ignores_scale", S, "qk_scale=self.scale / self.softcap if self.softcap",
            "qk_scale=1.0 / self.softcap if self.softcap",
            "with a softcap, the softmax scale is dropped: c tanh(q.k / c); softcap, any scale != 1"),
@@ -367,9 +367,10 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("window_dkdv_rows_from_first_key", S, "hi = tl.minimum(hi, tl.maximum(last_col - lo_diag + 1, 0))",
            "hi = tl.minimum(hi, tl.maximum(first_col - lo_diag + 1, 0))",
            "dk/dv stop at the rows that see the key tile's first key: later keys lose rows; backward, window left"),
-    Mutant("softcap_tanh_absolute", S, "t = tl.where(a < 0.4, near, far)", "t = tl.where(a < 0.0, near, far)",
-           "tanh from exp only, accurate to an absolute (not relative) float32 ulp: a softcap far above the "
-           "scores moves them by c u; float32, softcap >> scores"),
+    Mutant("softcap_tanh_clamped_early", S, "x = tl.clamp(x, -9.0, 9.0, propagate_nan=tl.PropagateNan.ALL)",
+           "x = tl.clamp(x, -4.0, 4.0, propagate_nan=tl.PropagateNan.ALL)",
+           "tanh's argument clamped at 4, where tanh is 1 - 6.7e-4, not at 9 (float32's 1): scores past "
+           "4 times the cap off by up to 6.7e-4 c; a softcap a few times smaller than the scores"),
     Mutant("softcap_natural_log", S, "cap_log2=self.softcap * LOG2E,", "cap_log2=self.softcap,",
            "capped scores left in natural log inside the base-2 softmax: the wrong temperature; softcap"),
     Mutant("softcap_dq_no_derivative", B, "ds = ds * (1.0 - t * t)", "ds = ds * 1.0",
