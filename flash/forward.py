@@ -277,28 +277,40 @@ NARROW_WINDOW = 4096
 """A lower window bound below this many keys takes the smaller tiles of :func:`forward_config`."""
 
 
-def forward_config(head_dim: int, dtype: torch.dtype, tma: bool = False,
-                   features: Features | None = None) -> ForwardConfig:
-    """Default launch parameters, keyed on the padded head dim, the dtype, the read path and the
-    features (a softcap, a window).
+def forward_config(head_dim: int, dtype: torch.dtype, features: Features | None = None) -> ForwardConfig:
+    """Default launch parameters, keyed on the padded head dim, the dtype and the features (a
+    softcap, a window), never on the layout of the inputs or the read path it allows.
 
-    16-bit inputs up to d = 128: 128 query rows per program (8 warps) and 64-wide key tiles in a
-    3-stage pipeline, chosen with ``python -m benchmarks.tune`` on an H200 (2026-11-30, Triton
-    3.6): over the quick grid's d = 64 shapes it beat the spec's 64x64 tiles by 10-23% and every
-    other candidate, and at d = 128 it was within 5% of the best at n = 1024 (the README has the
-    numbers). A float32 tile takes twice the shared memory of a 16-bit one, and with d = 256 the q
-    tile and two pipelined k/v tiles would not fit in an H100's 228 KB: those keep the untuned
+    Why not the read path: ``flash`` declares ``BATCH_INVARIANT`` (a slice alone is bit for bit its
+    part of a batched call, a GQA call its call with k and v repeated), and whether the descriptors
+    can read an input depends on its layout: a slice of a ``gapped`` batch alone is eligible where
+    the batch is not (the slice offsets are not 16-byte aligned), k and v repeated per group are
+    where a ``strided`` k is not. Tiles of another width sum the online softmax in another order,
+    so the two calls differed in the last bits: the H200's ``pytest -m gpu`` of 2026-12-05 found it
+    (``check_batch_independent``, float16, d = 96, ``gapped``: 4276 of 24672 elements) and so did its
+    fuzz report (``check_gqa_matches_repeated_kv``, ``strided``). With the same tiles both read paths
+    compute the same products in the same order.
+
+    16-bit inputs up to d = 64 (and d = 128 before the descriptors, below): 128 query rows per
+    program (8 warps) and 64-wide key tiles in a 3-stage pipeline, chosen with ``python -m
+    benchmarks.tune`` on an H200 (2026-11-30, Triton 3.6): over the quick grid's d = 64 shapes it
+    beat the spec's 64x64 tiles by 10-23% and every other candidate, and at d = 128 it was within
+    5% of the best at n = 1024 (the README has the numbers). A float32 tile takes twice the shared
+    memory of a 16-bit one, and with d = 256 the q tile and two pipelined k/v tiles would not fit
+    in an H100's 228 KB: those keep the untuned
     64-row tiles, with one stage and 32-wide key tiles where memory is short.
 
-    ``tma`` (k and v read through tensor descriptors; only ever true for 16-bit inputs with a
-    padded d of 128, :func:`tma_eligible`): 128x128 tiles, 8 warps, 3 stages. Measured on the H200
+    16-bit inputs with a padded d of 128 (read through tensor descriptors where
+    :func:`tma_eligible` allows, else by pointers): 128x128 tiles, 8 warps, 3 stages. Measured on the H200
     (2026-12-03, bf16, one run, docs/speed.md): 505 TFLOP/s at B=4 H=16 n=4096 non-causal against
     460 for the descriptors with 128x64 tiles and 427 for the pointer path with 128x64 tiles;
     448 / 409 / 376 causal; 532-540 against 438-440 at n=16384. (With 2 stages ptxas crashed; at
     d = 64 the descriptors gained 3% non-causal and lost 25-39% causal, so d = 64 keeps the
-    pointer path.)
+    pointer path.) The pointer path, for layouts the descriptors cannot read, ran 128x128 tiles
+    at -4% to +9% of its speed with 128x64 (``benchmarks/compare_read_paths.py``, same page:
+    251-452 TFLOP/s against 261-428), so sharing them costs those layouts little.
 
-    16-bit up to d = 128 with a softcap (read through descriptors) or a lower window bound under
+    16-bit up to d = 128 with a softcap (at a padded d of 128) or a lower window bound under
     :data:`NARROW_WINDOW` keys: 64x64 tiles, 4 warps, 3 stages. Measured on the H200 (2026-12-03,
     bf16, b=1 h=16 n=16384 causal, one run per experiment, docs/speed.md, "Tiles for the
     features"): softcap 30 at d = 128, 3.72-3.79 ms against 4.76 ms for the 128x128 tiles (the
@@ -312,9 +324,9 @@ def forward_config(head_dim: int, dtype: torch.dtype, tma: bool = False,
     block_d = padded_head_dim(head_dim)
     softcap = features is not None and features.softcap != 0
     narrow = features is not None and 0 <= features.left < NARROW_WINDOW
-    if dtype != torch.float32 and block_d <= 128 and (narrow or (tma and softcap)):
+    if dtype != torch.float32 and block_d <= 128 and (narrow or (block_d == 128 and softcap)):
         return ForwardConfig(64, 64, 4, 3)
-    if tma:
+    if dtype != torch.float32 and block_d == 128:
         return ForwardConfig(128, 128, 8, 3)
     if dtype == torch.float32:
         if block_d >= 128:
@@ -401,8 +413,8 @@ def flash_attention_forward(
         scale, window, softcap, causal_alignment: the contract's features
             (``properties/kernels.py``; :mod:`flash.scores`).
         block_q, block_k: tile sizes (powers of two, at least 16); default from
-            :func:`forward_config` (128x64 for 16-bit inputs up to d = 128; the spec's 64x64
-            for float32).
+            :func:`forward_config` (16-bit inputs: 128x64 up to d = 64, 128x128 to d = 128;
+            the spec's 64x64 for float32).
         num_warps, num_stages: Triton launch options; default from :func:`forward_config`.
         split_keys: keys per split of the split-KV path (:mod:`flash.decode`), which a call with
             few query rows per kv head and many keys takes; ``None``: its default; ``0``: never.
@@ -478,7 +490,7 @@ def launch_forward(
     d = q.shape[-1]
     block_d = padded_head_dim(d)
     tma = tma_eligible(k, v, block_d)
-    config = forward_config(d, q.dtype, tma, features)
+    config = forward_config(d, q.dtype, features)  # the same tiles whichever path reads k and v
     block_q = config.block_q if block_q is None else block_q
     block_k = config.block_k if block_k is None else block_k
     for name, block in (("block_q", block_q), ("block_k", block_k)):

@@ -115,6 +115,14 @@ def property_cpu_cases() -> list[Case]:
         Case(17, 33, 40, (), "float32", False, "offset", seed=3),
         *_other_layouts(Case(33, 47, 24, (2, 2), "float32", False, seed=5), taken=(
             "contiguous", "strided", "broadcast_kv", "offset")),
+        # Every layout again at 16 bits and a head dim padded to 128, where kernels specialize
+        # (flash reads k and v through tensor descriptors there, when the layout allows it): the
+        # bit-for-bit checks then compare calls whose inputs differ in layout, a slice of a batch
+        # alone (check_batch_independent), k and v repeated (check_gqa_matches_repeated_kv), and a
+        # kernel whose arithmetic follows its read path differs from itself (flash did, until
+        # 2026-12-05: docs/findings.md).
+        *(Case(97, 129, 96, (2, 2), "float16", bool(i % 2), layout, seed=7)
+          for i, layout in enumerate(LAYOUTS)),
     ]
 
 
@@ -182,6 +190,9 @@ def feature_cpu_cases() -> list[Case]:
              window=(32, 8), softcap=5.0, causal_alignment="bottom_right"),
         # At 16 bits and d = 128, where flash reads k and v through tensor descriptors.
         Case(33, 80, 128, (1,), "float16", True, seed=9, window=(24, 0), causal_alignment="bottom_right"),
+        # Grouped heads there in a layout the descriptors cannot read (k and v repeated per group
+        # can): check_gqa_matches_repeated_kv's two calls then meet two read paths.
+        Case(97, 129, 96, (2, 4), "float16", False, "strided", seed=12, kv_heads=2),
         # Bands at d > 64 with lengths multiples of 16, where flash's backward masks every tile in
         # one loop (flash.backward_triton.loop_shape): both bounds bottom-right, a lower bound alone.
         Case(96, 144, 96, (1,), "float16", True, seed=10, window=(40, 0), causal_alignment="bottom_right"),

@@ -57,12 +57,13 @@ FEATURES = [
 ]
 
 
-def _forward_both_paths(monkeypatch, q, k, v, **options):
+def _forward_both_paths(monkeypatch, q, k, v, tiles=None, **options):
+    tiles = dict(block_q=32, block_k=32) if tiles is None else tiles  # {}: the default tiles
     outs = []
     for tma in (True, False):
         monkeypatch.setattr(forward, "TMA", tma)
         replay.forget()
-        outs.append(forward.flash_attention_forward(q, k, v, block_q=32, block_k=32, **options))
+        outs.append(forward.flash_attention_forward(q, k, v, **tiles, **options))
     replay.forget()
     return outs
 
@@ -82,6 +83,19 @@ def test_tma_path_matches_the_pointer_path(monkeypatch, options, d, k_layout, v_
     *_, v = Case(70, 77, d, (2, 4), "float16", layout=v_layout, kv_heads=2, seed=4).make_qkv("cpu")
     assert forward.tma_eligible(k, v, 128)
     (o_tma, lse_tma), (o_ptr, lse_ptr) = _forward_both_paths(monkeypatch, q, k, v, **options)
+    assert torch.equal(o_tma, o_ptr), f"o differs by {(o_tma - o_ptr).abs().max().item()}"
+    assert torch.equal(lse_tma, lse_ptr), f"lse differs by {(lse_tma - lse_ptr).abs().max().item()}"
+
+
+@pytest.mark.parametrize("options", FEATURES, ids=str)
+def test_default_tiles_do_not_depend_on_the_read_path(monkeypatch, options):
+    # Whether the descriptors may read k and v depends on the layout (a slice of a gapped batch
+    # alone may, the batch may not), and flash declares BATCH_INVARIANT: so its default tiles, and
+    # with them the bits, must be the same on both paths. They were not until 2026-12-05 (128x128
+    # through descriptors, 128x64 by pointers; the H200's check_batch_independent found it).
+    # 200 keys: more than one key tile of either width.
+    q, k, v = Case(97, 200, 96, (1, 2), "float16", seed=5).make_qkv("cpu")
+    (o_tma, lse_tma), (o_ptr, lse_ptr) = _forward_both_paths(monkeypatch, q, k, v, tiles={}, **options)
     assert torch.equal(o_tma, o_ptr), f"o differs by {(o_tma - o_ptr).abs().max().item()}"
     assert torch.equal(lse_tma, lse_ptr), f"lse differs by {(lse_tma - lse_ptr).abs().max().item()}"
 
