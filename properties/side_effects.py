@@ -104,23 +104,32 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
     with another seed's values (the same memory: a KV cache written between decoding steps); the
     same calls again (``o`` and the lse outside autograd, ``o`` with gradients recorded) agree with
     the calls on fresh tensors holding those values, within the error model's bound of each (so a
-    bug that shows in every call is the oracle checks' to report, not this one's). A module that keeps
-    something from one call to the next keyed by where its inputs live, or by which tensor they are
-    (a prepared k, a transposed v, a descriptor), answers with the old values (the contract,
-    ``properties/kernels.py``)."""
+    bug that shows in every call is the oracle checks' to report, not this one's), and the second
+    backward's ``dq, dk, dv`` are the oracle's for the new values, within the gradient check's
+    bound. A module that keeps something from one call to the next keyed by where its inputs live,
+    or by which tensor they are (a prepared k, a transposed v, a descriptor; in the forward or only
+    in the backward), answers with the old values (the contract, ``properties/kernels.py``)."""
     ctx = _common.context("check_inputs_updated_in_place", kernel, case)
     q, k, v = case.make_qkv(device or default_device())
+    do = case.make_grad_out(q.device)
     f = case.features()
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]  # share q, k, v's memory
     with _common.crash_is_failure(ctx, "the first round of calls"):
         _common.forward(kernel, q, k, v, case.is_causal, **f)
         o = kernel.attention(*leaves, case.is_causal, **f)
-        torch.autograd.grad(o, leaves, case.make_grad_out(q.device))
+        torch.autograd.grad(o, leaves, do)
     new = case.replace(seed=case.seed + 1)
     fresh = new.make_qkv(q.device)
     overwrite_in_place((q, k, v), fresh)  # a case's layout fixes its buffers, whatever the seed
     o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
-    o_grad = kernel.attention(*leaves, case.is_causal, **f).detach()
+    o_grad = kernel.attention(*leaves, case.is_causal, **f)
+    with _common.crash_is_failure(ctx, "the backward after the update"):
+        grads = torch.autograd.grad(o_grad, leaves, do)
+    o_grad = o_grad.detach()
+    # Held to the oracle itself (one backward of fresh tensors more would only add its own error).
+    _common.assert_gradients_match_oracle(
+        grads, *fresh, do, case.is_causal,
+        ctx + f" (the backward of the call after q, k, v were overwritten in place with {new}'s values)", **f)
     want, want_lse = _common.forward(kernel, *fresh, case.is_causal, **f)
     want_grad = kernel.attention(*(t.detach().requires_grad_() for t in fresh), case.is_causal, **f).detach()
     bound, how = _common.output_bound(*fresh, case.is_causal, **f)

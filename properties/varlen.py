@@ -312,22 +312,31 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     backward), q, k, v, ``cu_seqlens_q`` and ``cu_seqlens_k`` are overwritten in place with those of
     the same batch in reverse order and another seed's values (the same totals, so the same
     buffers: a serving loop refills its buffers for the next batch); the same calls again agree with
-    calls on fresh tensors holding the new batch, within twice the output's (lse's) bound. A kernel
-    that keeps something built from ``cu_seqlens`` (a schedule of sequences and tiles) keyed by the
-    tensor or its address runs the old batch's sequences over the new one's rows."""
+    calls on fresh tensors holding the new batch, within twice the output's (lse's) bound, and the
+    second backward's ``dq, dk, dv`` are the padded oracle's for the new batch, within the gradient
+    check's bound. A kernel that keeps something built from ``cu_seqlens`` (a schedule of sequences
+    and tiles, in the forward or only in the backward) keyed by the tensor or its address runs the
+    old batch's sequences over the new one's rows."""
     fn = require_varlen(kernel)
     ctx = _common.context("check_varlen_inputs_updated_in_place", kernel, case)
     f = case.features()
     x = case.make_qkv(device or default_device())
+    do = case.make_grad_out(x.q.device)
     leaves = [t.detach().requires_grad_() for t in x[:3]]  # share q, k, v's memory
     with _common.crash_is_failure(ctx, "the first round of calls"):
         _forward(kernel, x, case)
-        torch.autograd.grad(fn(*leaves, *x[3:], case.is_causal, **f), leaves, case.make_grad_out(x.q.device))
+        torch.autograd.grad(fn(*leaves, *x[3:], case.is_causal, **f), leaves, do)
     new = case.replace(seqlens_q=case.seqlens_q[::-1], seqlens_k=case.seqlens_k[::-1], seed=case.seed + 1)
     fresh = new.make_qkv(x.q.device)
+    new_do = new.make_grad_out(x.q.device)  # the new batch's rows: its own upstream gradient
     overwrite_in_place(x[:5], fresh[:5])  # the totals fix the buffers, whatever the order and seed
     o, lse = _forward(kernel, x, new)
-    o_grad = fn(*leaves, *x[3:], new.is_causal, **f).detach()
+    o_grad = fn(*leaves, *x[3:], new.is_causal, **f)
+    with _common.crash_is_failure(ctx, "the backward after the update"):
+        grads = torch.autograd.grad(o_grad, leaves, new_do)
+    o_grad = o_grad.detach()
+    _assert_gradients(grads, _oracle_gradients(fresh, new_do, new), fresh, new_do, new,
+                      ctx + f" (the backward of the packed call after the update to {new}'s batch)")
     want, want_lse = _forward(kernel, fresh, new)
     want_grad = fn(*(t.detach().requires_grad_() for t in fresh[:3]), *fresh[3:], new.is_causal, **f).detach()
     o64, lse64, o_ref, lse_ref = _references(fresh, new)
