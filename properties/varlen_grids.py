@@ -36,6 +36,9 @@ def varlen_cpu_cases() -> list[VarlenCase]:
         VarlenCase((1, 65, 64, 63), (64, 1, 63, 127), 1, 16, "float32", True, "contiguous", "ties",
                    seed=5),
         VarlenCase((17, 0, 64), (33, 5, 65), 2, 40, "float16", False, "column_slice", seed=6),
+        # 16 bits at a head dim padded to 128, where kernels specialize (flash reads k and v
+        # through tensor descriptors there, one per sequence); keys past one and two 64-key tiles.
+        VarlenCase((97, 1, 0, 33), (130, 65, 7, 200), 2, 96, "float16", False, "contiguous", seed=10),
         *varlen_feature_cpu_cases(),
     ]
 
