@@ -467,6 +467,14 @@ CATALOGUE: tuple[Mutant, ...] = (
            "v_base = tl.make_tensor_descriptor(v_base, shape=[n_k, HEAD_DIM], strides=[stride_vn, 1],",
            "v_base = tl.make_tensor_descriptor(v_base, shape=[n_k, HEAD_DIM], strides=[stride_kn, 1],",
            "v read with k's row stride: right only while k and v share a layout"),
+    Mutant("tiles_follow_read_path", F,
+           "    config = forward_config(d, q.dtype, features)  # the same tiles whichever path reads k and v",
+           "    config = forward_config(d, q.dtype, features)  # the same tiles whichever path reads k and v\n"
+           "    if not tma and config == ForwardConfig(128, 128, 8, 3):\n"
+           "        config = ForwardConfig(128, 64, 8, 3)",
+           "the pointer path keeps 128x64 tiles where the descriptors take 128x128 (main until 2026-12-05): "
+           "the online softmax sums in another order, so a slice alone (descriptors) differs in the last "
+           "bits from its part of a gapped batch (pointers); 16 bits, d = 65..128, n_k > 64"),
     # -- the replay of a recorded call (flash.replay): what the signature holds, what is substituted --
     Mutant("replay_key_ignores_k_strides", R, "k.shape, k.stride(), k.dtype", "k.shape, k.dtype",
            "a call whose k has another layout (same shape) replays the launch recorded with the first "
