@@ -297,8 +297,8 @@ def forward_config(head_dim: int, dtype: torch.dtype, features: Features | None 
     beat the spec's 64x64 tiles by 10-23% and every other candidate, and at d = 128 it was within
     5% of the best at n = 1024 (the README has the numbers). A float32 tile takes twice the shared
     memory of a 16-bit one, and with d = 256 the q tile and two pipelined k/v tiles would not fit
-    in an H100's 228 KB: those keep the untuned
-    64-row tiles, with one stage and 32-wide key tiles where memory is short.
+    in an H100's 228 KB: those keep the untuned 64-row tiles, with one stage and 32-wide key
+    tiles where memory is short.
 
     16-bit inputs with a padded d of 128 (read through tensor descriptors where
     :func:`tma_eligible` allows, else by pointers): 128x128 tiles, 8 warps, 3 stages. Measured on the H200

@@ -160,7 +160,8 @@ def test_broken_module_fails_its_check(check_name):
 
 @pytest.mark.parametrize("module", list(PART_BROKEN))
 def test_broken_module_fails_the_part_of_its_check(module):
-    _assert_fails(*PART_BROKEN[module][:1], module, PART_BROKEN[module][1])
+    check_name, expected = PART_BROKEN[module]
+    _assert_fails(check_name, module, expected)
 
 
 def _assert_fails(check_name: str, module: str, expected: set[str]) -> None:
