@@ -124,9 +124,9 @@ FEATURE_BROKEN = {
 PART_BROKEN = {
     # module in tests/broken: (the check, every check that fails on CASE): a part of a check that
     # its module above does not reach.
-    # Only the backward keeps k and v, by address: every output is right, and every backward but
+    # Only the backward keeps k and v, per tensor object: every output is right, and every backward but
     # the one after an in-place update.
-    "backward_kv_cached_by_address": ("check_inputs_updated_in_place", {"check_inputs_updated_in_place"}),
+    "backward_kv_cached_by_tensor": ("check_inputs_updated_in_place", {"check_inputs_updated_in_place"}),
 }
 
 CHECKS = {check.__name__: check for check in ALL_CHECKS}

@@ -1,12 +1,16 @@
 """Varlen kernel module with one bug: its backward keeps each ``cu_seqlens`` it has seen (a copy,
-from which it would build its schedule of sequences and tiles) and finds it again by the tensor's
-address, so offsets overwritten in place since (a training loop refilling its buffers for the next
-batch) are read as they were. The forward reads its offsets afresh.
+from which it would build its schedule of sequences and tiles) and finds it again by tensor object
+(cached by identity, as ``functools.lru_cache`` on a tensor argument would), so offsets overwritten
+in place since (a training loop refilling its buffers for the next batch) are read as they were.
+The forward reads its offsets afresh. (By identity, not by address: see
+``backward_kv_cached_by_tensor``.)
 
 Every output is right, and so is every backward of offsets it has not seen before. Smallest input
 that shows it: a batch of two sequences of lengths 1 and 2, a forward and backward, then the same
 buffers refilled with lengths 2 and 1, and the same forward and backward again.
 """
+
+import weakref
 
 import torch
 
@@ -15,14 +19,14 @@ from tests.broken._varlen import attention, attention_with_lse
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
 
-_OFFSETS: dict[tuple, torch.Tensor] = {}
+_OFFSETS: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
 
 
 def _offsets(cu_seqlens: torch.Tensor) -> torch.Tensor:
-    key = (cu_seqlens.data_ptr(), cu_seqlens.numel())
-    if key not in _OFFSETS:  # the bug: an address says nothing of what is stored there now
-        _OFFSETS[key] = cu_seqlens.clone()
-    return _OFFSETS[key]
+    hit = _OFFSETS.get(id(cu_seqlens))
+    if hit is None or hit[0]() is not cu_seqlens:  # a new tensor object (not: new offsets)
+        hit = _OFFSETS[id(cu_seqlens)] = (weakref.ref(cu_seqlens), cu_seqlens.clone())
+    return hit[1]
 
 
 class _Varlen(_varlen.SavedForward):
