@@ -206,9 +206,7 @@ def _assert_gradients(got, oracle, x: VarlenInputs, do: torch.Tensor, case: Varl
     _, want, _, ref = oracle
     cu = x[3:5]
     nan = float("nan")
-    magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
-    scores = _scales(x, case)["scores"]
-    terms = em.sum_lengths(max(case.seqlens_q), max(case.seqlens_k), x.q.shape[1] // x.k.shape[1])
+    magnitudes, scores, terms = _gradient_scales(x, do, want, case)
     for name, g, g64, g_ref, magnitude, c, axes, n in zip(
         ("dq", "dk", "dv"), got, want, ref, magnitudes, (cu[0], cu[1], cu[1]), (ROWS, KEYS, KEYS), terms
     ):
@@ -310,13 +308,12 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     """:func:`properties.side_effects.check_inputs_updated_in_place` for packed batches, offsets
     included: after a round of calls (the packed forward, one with gradients recorded and its
     backward), q, k, v, ``cu_seqlens_q`` and ``cu_seqlens_k`` are overwritten in place with those of
-    the same batch in reverse order and another seed's values (the same totals, so the same
-    buffers: a serving loop refills its buffers for the next batch); the same calls again agree with
-    calls on fresh tensors holding the new batch, within twice the output's (lse's) bound, and the
-    second backward's ``dq, dk, dv`` are the padded oracle's for the new batch, within the gradient
-    check's bound. A kernel that keeps something built from ``cu_seqlens`` (a schedule of sequences
-    and tiles, in the forward or only in the backward) keyed by the tensor or its address runs the
-    old batch's sequences over the new one's rows."""
+    the same batch in reverse order and another seed's values (the same totals, so the same buffers:
+    a serving loop refills its buffers for the next batch); the same calls again agree with calls on
+    fresh tensors holding the new batch, within twice the output's (lse's, gradients') bound, the
+    second backward's ``dq, dk, dv`` too. A kernel that keeps something built from ``cu_seqlens`` (a
+    schedule of sequences and tiles, in the forward or only in the backward) keyed by the tensor or
+    its address runs the old batch's sequences over the new one's rows."""
     fn = require_varlen(kernel)
     ctx = _common.context("check_varlen_inputs_updated_in_place", kernel, case)
     f = case.features()
@@ -335,10 +332,11 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     with _common.crash_is_failure(ctx, "the backward after the update"):
         grads = torch.autograd.grad(o_grad, leaves, new_do)
     o_grad = o_grad.detach()
-    _assert_gradients(grads, _oracle_gradients(fresh, new_do, new), fresh, new_do, new,
-                      ctx + f" (the backward of the packed call after the update to {new}'s batch)")
     want, want_lse = _forward(kernel, fresh, new)
-    want_grad = fn(*(t.detach().requires_grad_() for t in fresh[:3]), *fresh[3:], new.is_causal, **f).detach()
+    fresh_leaves = [t.detach().requires_grad_() for t in fresh[:3]]
+    want_grad = fn(*fresh_leaves, *fresh[3:], new.is_causal, **f)
+    want_grads = torch.autograd.grad(want_grad, fresh_leaves, new_do)
+    want_grad = want_grad.detach()
     o64, lse64, o_ref, lse_ref = _references(fresh, new)
     cu_q, nan = fresh.cu_seqlens_q, float("nan")
     what = (f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s "
@@ -355,6 +353,32 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
         em.assert_within_bound(f"lse: {what}", _pad(lse, cu_q, nan), _pad(want_lse, cu_q, nan),
                                em.two_sided_bound(bound, bound), f"the lse's bound twice; each = {how}",
                                context=ctx, axes=LSE_ROWS)
+    bounds = _gradient_bounds(fresh, new_do, new)
+    for name, got, expected, c, axes, (bound, how) in zip(
+        ("dq", "dk", "dv"), grads, want_grads, (fresh.cu_seqlens_q, fresh.cu_seqlens_k, fresh.cu_seqlens_k),
+        (ROWS, KEYS, KEYS), bounds,
+    ):
+        em.assert_within_bound(f"{name}: {what}", _pad(got, c, nan), _pad(expected, c, nan),
+                               em.two_sided_bound(bound, bound), f"the gradient's bound twice; each = {how}",
+                               context=ctx, axes=axes)
+
+
+def _gradient_bounds(x: VarlenInputs, do: torch.Tensor, case: VarlenCase) -> list[tuple[float, str]]:
+    """The error model's bounds on packed ``dq, dk, dv`` (as :func:`_assert_gradients` makes them)."""
+    _, want, _, ref = _oracle_gradients(x, do, case)
+    cu = (x.cu_seqlens_q, x.cu_seqlens_k, x.cu_seqlens_k)
+    magnitudes, scores, terms = _gradient_scales(x, do, want, case)
+    return [em.error_bound(em.GRADIENT, _pad(g_ref, c), _pad(g64, c), dtype=x.q.dtype, magnitude=m,
+                           scores=scores, terms=n)
+            for g64, g_ref, m, c, n in zip(want, ref, magnitudes, cu, terms)]
+
+
+def _gradient_scales(x: VarlenInputs, do: torch.Tensor, want, case: VarlenCase):
+    """The error model's ``magnitude`` per gradient, ``scores`` and summed ``terms`` per gradient of
+    a packed call, from the oracle's float64 gradients ``want``."""
+    magnitudes = em.gradient_magnitudes(*x[:3], do, want, scale=case.softmax_scale)
+    terms = em.sum_lengths(max(case.seqlens_q), max(case.seqlens_k), x.q.shape[1] // x.k.shape[1])
+    return magnitudes, _scales(x, case)["scores"], terms
 
 
 def _sequences_to_change(case: VarlenCase) -> list[int]:
