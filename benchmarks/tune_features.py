@@ -9,7 +9,8 @@ the best tiles. For b=1, h=16, n=16384, causal, bf16, d = 128 and 64, it times t
 (``flash_attention_forward``, replay off, ``triton.testing.do_bench`` medians, one run) with the
 default tiles and each candidate, with softcap 30 and with the window (1023, 0), and the same call
 without the feature for scale. A candidate that does not compile (ptxas has crashed on some) is
-reported as such; the tiles are the read path's own (descriptors where ``tma_eligible``).
+reported as such; each call reads k and v as its layout allows (descriptors where
+``tma_eligible``), and ``forward_config``'s tiles are the same on either read path.
 """
 
 from __future__ import annotations
