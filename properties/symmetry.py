@@ -26,8 +26,15 @@ def _on_grid(t: torch.Tensor, spacing: float) -> torch.Tensor:
     return (torch.round(t.double() / spacing) * spacing).to(t.dtype)
 
 
-def _power_of_two_above(x: float) -> float:
-    return 2.0 ** math.ceil(math.log2(max(x, 2.0**-14)))
+def _power_of_two_above(x: float, dtype: torch.dtype) -> float:
+    """The least power of two ``>= x``, and at least the dtype's smallest normal number.
+
+    The floor is the dtype's own: a fixed one (it was float16's ``2^-14``) sits far above the
+    elements of a ``large`` case's k (``2^-40``) or a ``tiny`` case's v in float32, so a shift sized
+    from it was not "a few times the largest element" but millions of times it, and the grid of
+    that size rounded every element of k (or v) to 0.
+    """
+    return 2.0 ** math.ceil(math.log2(max(x, torch.finfo(dtype).smallest_normal)))
 
 
 @gated
@@ -40,7 +47,7 @@ def check_value_affine(kernel: ModuleType, case: Case, device=None) -> None:
     device = device or default_device()
     ctx = _common.context("check_value_affine", kernel, case)
     q, k, v = case.make_qkv("cpu")
-    top = _power_of_two_above(float(v.abs().max()))
+    top = _power_of_two_above(float(v.abs().max()), v.dtype)
     if 4 * top <= torch.finfo(q.dtype).max:
         a, b = -2.0, 0.75 * top
     else:  # values near the top of the dtype: negation is all that stays representable
@@ -81,7 +88,7 @@ def check_key_translation(kernel: ModuleType, case: Case, device=None) -> None:
     q, k, v = case.make_qkv("cpu")
     # u is up to SHIFT times the largest key element, so the scores move by tens of units: a
     # kernel that subtracts the row max must not care, one that clamps or saturates scores will.
-    top = _power_of_two_above(float(k.abs().max()))
+    top = _power_of_two_above(float(k.abs().max()), k.dtype)
     g = em.exact_grid_spacing(q.dtype, (1 + KEY_SHIFT) * top)
     gen = torch.Generator().manual_seed(case.seed + 15485863)
     u = (torch.rand(k.shape[-1], generator=gen, dtype=torch.float64) * 2 - 1) * KEY_SHIFT * top

@@ -93,3 +93,57 @@ def test_declared_limits_make_a_case_not_applicable():
             check_output_matches_oracle(module, case, "cpu")
     with pytest.raises(NotApplicable, match="DEVICE_TYPES"):
         check_output_matches_oracle(module, Case(8, 8, 16, (2,), "float16"), "meta")
+
+
+def _spy(calls: list):
+    """``tests.conforming`` under another name, recording each call's q, k and v."""
+    import types
+
+    conforming = load_kernel("tests.conforming")
+
+    def attention_with_lse(q, k, v, is_causal=False, **features):
+        calls.append((q, k, v))
+        return conforming.attention_with_lse(q, k, v, is_causal, **features)
+
+    return types.SimpleNamespace(
+        __name__="spy", FEATURES=conforming.FEATURES, SUPPORTED_DTYPES=conforming.SUPPORTED_DTYPES,
+        attention_with_lse=attention_with_lse,
+        attention=lambda *args, **kwargs: attention_with_lse(*args, **kwargs)[0],
+    )
+
+
+def test_key_translation_moves_scores_by_the_case_s_own_size():
+    """``check_key_translation`` shifts every key by ``u``, "up to KEY_SHIFT times the largest key
+    element", so that scores move by a few times their own size. The GPU fuzz report of 2026-12-05
+    (docs/findings.md, finding 20) drew a float32 ``large`` case (k about 2^-40, q about 2^40)
+    where a fixed floor of 2^-14 on that largest element made ``u`` 2^26 times too large: the
+    grid rounded all of k to 0 and the shifted scores reached 4e10, where flash returned NaN.
+    With uniform data, ``|q.u| <= 2 KEY_SHIFT max|k| sum|q|``, a small multiple of the case's
+    score magnitude ``S``: the shifted call's own ``S`` stays within ``4 (1 + 2 KEY_SHIFT) S``."""
+    from properties import Case, check_key_translation
+    from properties import error_model as em
+    from properties.symmetry import KEY_SHIFT
+
+    calls = []
+    case = Case(n_q=40, n_k=40, head_dim=24, leading=(), dtype="float32", is_causal=True,
+                distribution="large", scale=2.0**40, seed=555, softmax_scale=7.5)
+    check_key_translation(_spy(calls), case, "cpu")
+    (q, k, _), (_, k2, _) = calls
+    assert k.count_nonzero() == k.numel(), "the grid rounded keys of the case to 0"
+    s, s2 = (em.score_magnitude(q, t, scale=7.5) for t in (k, k2))
+    assert s2 <= 4 * (1 + 2 * KEY_SHIFT) * s, f"shifted scores of size {s2:.3g}, the case's {s:.3g}"
+
+
+def test_value_affine_keeps_tiny_values():
+    """``check_value_affine`` puts v on a grid that holds ``a v + b`` exactly; with a fixed floor
+    of 2^-14 under its size, a float32 ``tiny`` case's v (about 1e-30) went to 0 on that grid, and
+    the check compared two calls on v = 0."""
+    from properties import Case, check_value_affine
+
+    calls = []
+    case = Case(n_q=16, n_k=16, head_dim=16, leading=(), dtype="float32", distribution="tiny",
+                scale=1e-30, seed=3)
+    check_value_affine(_spy(calls), case, "cpu")
+    (_, _, v), (_, _, v2) = calls
+    assert v.count_nonzero() == v.numel() and v2.count_nonzero() == v2.numel(), \
+        "the grid rounded values of the case to 0"
