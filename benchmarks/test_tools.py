@@ -298,3 +298,26 @@ def test_score_sass_counts_the_softcaps_special_functions():
         assert mufu == 1.0, done.stdout
         capped_mufu, capped_fp32 = rows[pass_, "softcap: flash's tanh"]
         assert capped_mufu >= 2.0 and capped_fp32 > fp32, done.stdout
+
+
+def test_forward_ptx_traces_each_exp2_argument():
+    """The offline compile of flash's real forward launch (no GPU): every ``ex2`` of the PTX is
+    traced to the instruction that defines its argument; compiled with ``enable_fp_fusion=False``,
+    none of them is an FMA (what the fix of docs/findings.md, finding 20, would check)."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    tables = {}
+    for flag in ("", "--no-fp-fusion"):
+        # A process of its own, as for score_sass: flash compiled, not interpreted.
+        done = subprocess.run([sys.executable, "-m", "benchmarks.forward_ptx", "--head-dim", "16",
+                               "--n", "256", *([flag] if flag else [])], cwd=root,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in done.stdout.splitlines()
+                if re.match(r"\| \d+", line)]
+        assert rows and all(opcode != "?" for _, opcode, _ in rows), done.stdout
+        tables[flag] = rows
+    assert all(not opcode.startswith("fma") for _, opcode, _ in tables["--no-fp-fusion"]), tables
