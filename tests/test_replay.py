@@ -9,6 +9,7 @@ test also runs the compiled kernels' own launchers, which only a GPU has.
 """
 
 import gc
+import math
 import weakref
 
 import pytest
@@ -92,6 +93,30 @@ def test_a_new_layout_is_a_new_signature():
     k_b.copy_(values)
     o_b, _ = flash.attention_with_lse(q, k_b, v)
     assert torch.equal(o_a, o_b), "a call with another k layout replayed the first layout's launch"
+    assert len(replay._RECORDINGS) == 2
+
+
+@pytest.mark.parametrize("first, second", [
+    (((9, 16), (7, 16)), ((5, 16), (7, 16))),
+    (((9, 16), (7, 16)), ((9, 16), (12, 16))),
+    (((2, 9, 16), (2, 7, 16)), ((3, 9, 16), (3, 7, 16))),
+], ids=["q-rows", "kv-rows", "batch"])
+def test_a_new_shape_with_the_same_strides_is_a_new_signature(first, second):
+    """Another shape whose strides are the same (rows of a 2-D input, a leading dim): the grid,
+    the lengths and the tables differ, so a replay of the first call would compute the wrong
+    attention for the second."""
+    def aligned(shape):  # at an address 256-aligned, as every input here: only the shape differs
+        buffer = torch.empty(math.prod(shape) + 64)
+        start = (-buffer.data_ptr() % 256) // buffer.element_size()
+        return buffer[start:start + math.prod(shape)].view(shape).normal_()
+
+    for shape_q, shape_kv in (first, second):
+        q, k, v = aligned(shape_q), aligned(shape_kv), aligned(shape_kv)
+        o, lse = flash.attention_with_lse(q, k, v, is_causal=True)
+    assert q.stride() == torch.empty(first[0]).stride() and k.stride() == torch.empty(first[1]).stride()
+    o_full, lse_full = _full_call(q, k, v, dict(is_causal=True))
+    assert torch.equal(o, o_full) and torch.equal(lse, lse_full), \
+        "a call of another shape with the same strides replayed the first call's launch"
     assert len(replay._RECORDINGS) == 2
 
 

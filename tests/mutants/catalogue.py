@@ -479,6 +479,9 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("replay_key_ignores_k_strides", R, "k.shape, k.stride(), k.dtype", "k.shape, k.dtype",
            "a call whose k has another layout (same shape) replays the launch recorded with the first "
            "layout's strides: it reads k wrongly; any two calls with k of two layouts"),
+    Mutant("replay_key_ignores_q_shape", R, "key = (q.shape, q.stride(),", "key = (q.stride(),",
+           "a call whose q has another shape with the same strides (the rows of a 2-D q, a leading dim) "
+           "replays the first call's grid and lengths; q [9, 16] then [5, 16] with the same k, v"),
     Mutant("replay_key_ignores_alignment", R, "q.data_ptr() % 256,", "0,",
            "a call whose q is a view at another alignment replays a kernel compiled for 16-byte-aligned "
            "q (misaligned vector loads on a GPU); two calls, q aligned then not"),
