@@ -8,6 +8,10 @@
   ``gpu`` live in :mod:`fuzz.profiles`, shared with ``python -m fuzz``; all save to one example
   database, ``$FLASH_HYPOTHESIS_DB`` (default ``.hypothesis/examples``), so failures found anywhere
   can be replayed from a copy of it. ``--hypothesis-profile P`` picks another.
+- In Triton's interpreter (the CPU), each launch's programs run in a fixed shuffled order, as a GPU
+  may run them in any (:mod:`properties.program_order`: a store outside a program's own rows
+  shows); ``--program-order launch`` (or ``FLASH_PROGRAM_ORDER=launch``) keeps the interpreter's
+  0, 1, 2, ... for debugging.
 - Under pytest-xdist, each worker runs on one GPU of several (``-n 16`` on 8 GPUs: two per card);
   ``--max-workers-per-gpu K`` (or ``FLASH_WORKERS_PER_GPU=K``) caps them; see :mod:`fuzz.gpus`.
 """
@@ -20,6 +24,7 @@ import pytest
 import torch
 
 from fuzz import gpus, profiles
+from properties import program_order
 from properties.kernels import DEFAULT_KERNEL, load_kernel
 
 gpus.pin_xdist_worker()  # first, before anything here touches CUDA
@@ -44,6 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"refuse -n above K xdist workers per visible GPU (default: ${gpus.CAP_ENV}, else no cap)",
     )
     parser.addoption(
+        "--program-order", choices=program_order.ORDERS,
+        default=os.environ.get(program_order.ENV, "shuffled"),
+        help="in Triton's interpreter, the order of a launch's programs (default shuffled, as a GPU "
+        "may run them; launch: 0, 1, 2, ...)",
+    )
+    parser.addoption(
         "--large", action="store_true",
         help="also run the `large` tests: calls past 2^31 elements, 34 GiB of GPU memory each "
         "(tests/test_large_offsets.py); off by default, as other processes on the card could run out",
@@ -56,6 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
     chosen = config.getoption("hypothesis_profile", default=None)
     if chosen:
         profiles.load(chosen)
+    # Through the environment, so that every process the suite starts (fuzz workers) inherits it.
+    os.environ[program_order.ENV] = config.getoption("--program-order")
+    program_order.install()
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; `pytest -m gpu` runs only these")
     config.addinivalue_line("markers", "large: needs tens of GiB of GPU memory; runs only with --large")
     # -n is a number by now (pytest-xdist resolved `auto`), and None inside a worker.
@@ -69,6 +83,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     import flash
 
     where = "Triton interpreter on CPU" if flash.INTERPRET else torch.cuda.get_device_name()
+    if flash.INTERPRET:
+        where += f", programs in {config.getoption('--program-order')} order"
     return [f"kernel under test: {config.getoption('--kernel')} ({where})"]
 
 

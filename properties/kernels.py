@@ -96,6 +96,8 @@ from types import ModuleType
 
 import torch
 
+from properties import program_order
+
 DEFAULT_KERNEL = "flash"
 
 FEATURE_NAMES = ("scale", "gqa", "window", "softcap", "bottom_right", "varlen")
@@ -112,7 +114,12 @@ class OutsideLimits(NotApplicable):
 
 
 def load_kernel(name: str) -> ModuleType:
-    """Import the kernel module ``name`` and check that it has ``attention``."""
+    """Import the kernel module ``name`` and check that it has ``attention``.
+
+    Also makes Triton's interpreter run each launch's programs in a shuffled order, as a GPU may
+    (:mod:`properties.program_order`), for every check that runs through a loaded module.
+    """
+    program_order.install()
     module = importlib.import_module(name)
     if not callable(getattr(module, "attention", None)):
         raise TypeError(f"kernel module {name!r} has no callable attention(q, k, v, is_causal)")
