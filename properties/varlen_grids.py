@@ -115,7 +115,7 @@ def varlen_decode_cpu_cases() -> list[VarlenCase]:
     sequence and keys long enough for ``flash``'s split-KV path (1100 keys); and, at 16 bits and
     d = 128 (the tensor-descriptor reads), top-left and without a band, with a softcap; and batches
     whose sequences all have the same number of queries (one each, sixteen each) over keys of
-    different lengths."""
+    different lengths; and split sequences past the first, one of several rows."""
     return [
         VarlenCase((1, 1, 16, 3, 0, 40), (1100, 40, 300, 99, 7, 40), 4, 16, "float32", True,
                    kv_heads=2, causal_alignment="bottom_right"),
@@ -127,6 +127,11 @@ def varlen_decode_cpu_cases() -> list[VarlenCase]:
         # must not take the keys for equal too.
         VarlenCase((1, 1, 1, 1), (1100, 1, 65, 14), 2, 16, "float32", False, seed=3),  # 4 | total_k
         VarlenCase((16, 16, 16), (16, 80, 33), 2, 32, "float16", True, "heads_first", seed=4,
+                   causal_alignment="bottom_right"),
+        # Split sequences that do not start the batch, one with several rows: the merge stores
+        # rows at their packed place (start + row, times the heads), which a split first sequence
+        # of one row (the cases above) never tells from row 0.
+        VarlenCase((2, 4, 1), (33, 1100, 40), 2, 16, "float32", True, seed=5,
                    causal_alignment="bottom_right"),
     ]
 

@@ -265,6 +265,12 @@ CATALOGUE: tuple[Mutant, ...] = (
            "n_k=max_seqlen_k, slices=heads, sequences=max(cu_seqlens_q.numel() - 2, 1),",
            "the packed forward's grid misses the last sequence (its o, lse left as torch.empty made "
            "them); varlen, 2 sequences"),
+    Mutant("varlen_store_rows_to_max_length", F, "    mask_q = offs_q < n_q\n    mask_d = offs_d < HEAD_DIM  # masks",
+           "    mask_q = offs_q < N_Q\n    mask_d = offs_d < HEAD_DIM  # masks",
+           "a packed sequence's tiles store rows up to the longest sequence's length, over the next "
+           "sequence's first rows: in launch order that sequence's programs run later and write over "
+           "them (the interpreter's order hid it where the last sequence is the longest); "
+           "seqlens (1, 63, 64, 65, 127)"),
     Mutant("varlen_o_rows_with_q_row_stride", F,
            "o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_on",
            "o_base = Out + pid_b.to(tl.int64) * stride_os + row_q * stride_qn",
@@ -437,6 +443,16 @@ CATALOGUE: tuple[Mutant, ...] = (
            "tl.load(K_OFFSETS + kv_slice)",
            "the split kernel reads k of the kv slice numbered like the group, not its first query slice: "
            "the wrong kv head's keys; GQA"),
+    Mutant("merge_lse_rows_without_stride", D,
+           "tl.store(LSE + q_slice.to(tl.int64) * stride_ls + rows * stride_ln, lse, mask=mask_r)",
+           "tl.store(LSE + q_slice.to(tl.int64) * stride_ls + rows, lse, mask=mask_r)",
+           "the merge stores a packed row's lse at start + row, not (start + row) x heads: right for "
+           "dense calls (row stride 1) and for a split sequence of one row at the start of the batch, "
+           "wrong for any other; VarlenCase((2, 4, 1), (33, 1100, 40), heads 2)"),
+    Mutant("merge_o_rows_at_head_dim", D, "rows[:, None] * stride_on + offs_d[None, :]",
+           "rows[:, None] * HEAD_DIM + offs_d[None, :]",
+           "the merge steps o's rows by d, not by o's row stride (heads x d when packed): as "
+           "merge_lse_rows_without_stride, for o"),
     Mutant("merge_slot_of_first_sequence", D,
            "part = ((slot + split) * num_q_slices + q_slice).to(tl.int64) * part_rows + offs_r",
            "part = (split * num_q_slices + q_slice).to(tl.int64) * part_rows + offs_r",
