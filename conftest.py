@@ -67,7 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
     chosen = config.getoption("hypothesis_profile", default=None)
     if chosen:
         profiles.load(chosen)
-    # Through the environment, so that every process the suite starts (fuzz workers) inherits it.
+    # Through the environment, so that every process the suite starts (fuzz workers) inherits it;
+    # installed here as well as by load_kernel, for the tests that call flash without loading it.
     os.environ[program_order.ENV] = config.getoption("--program-order")
     program_order.install()
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; `pytest -m gpu` runs only these")
