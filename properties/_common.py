@@ -100,8 +100,11 @@ def output_bound(q, k, v, is_causal: bool, **features) -> tuple[float, str]:
     with torch.no_grad():
         o64, _ = dense_attention(q, k, v, is_causal, **features)
         o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None, **features)
-    return em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype,
-                          **em.output_scales(q, k, v, scale=features.get("scale")))
+    return _output_bound(o64, o_ref, q, k, v, features.get("scale"))
+
+
+def _output_bound(o64, o_ref, q, k, v, scale) -> tuple[float, str]:
+    return em.error_bound(em.OUTPUT, o_ref, o64, dtype=q.dtype, **em.output_scales(q, k, v, scale=scale))
 
 
 def lse_bound(q, k, is_causal: bool, **features) -> tuple[float, str]:
@@ -163,13 +166,17 @@ def probabilities(q, k, v, is_causal: bool, **features) -> tuple[torch.Tensor, t
     return p.masked_fill_(~seen, 0.0), o64
 
 
-def gradient_bounds(q, k, v, do, is_causal: bool, **features) -> list[tuple[float, str]]:
-    """The error model's bounds on ``dq, dk, dv`` of one call (as the oracle check makes them)."""
+def output_and_gradient_bounds(q, k, v, do, is_causal: bool,
+                               **features) -> tuple[tuple[float, str], list[tuple[float, str]]]:
+    """The error model's bounds on one call's ``o`` (as :func:`output_bound`) and on its ``dq, dk,
+    dv`` (as the oracle check makes them), from one oracle forward: the one the gradients come
+    through (:attr:`OracleGradients.outputs`)."""
     g = oracle_gradients(q, k, v, do, is_causal, **features)
     lengths = em.sum_lengths(q.shape[-2], k.shape[-2], em.group_of(q, k))
-    return [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=g.scores, terms=n,
-                           rounded=r, inherited=i)
-            for g_ref, g64, m, n, r, i in zip(g.ref, g.want, g.magnitudes, lengths, g.rounded, g.inherited)]
+    grads = [em.error_bound(em.GRADIENT, g_ref, g64, dtype=q.dtype, magnitude=m, scores=g.scores, terms=n,
+                            rounded=r, inherited=i)
+             for g_ref, g64, m, n, r, i in zip(g.ref, g.want, g.magnitudes, lengths, g.rounded, g.inherited)]
+    return _output_bound(*g.outputs, q, k, v, features.get("scale")), grads
 
 
 def assert_output_matches_oracle(o, q, k, v, is_causal: bool, context: str, **features) -> None:

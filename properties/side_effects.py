@@ -131,12 +131,11 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
     want_grad = kernel.attention(*fresh_leaves, case.is_causal, **f)
     want_grads = torch.autograd.grad(want_grad, fresh_leaves, do)
     want_grad = want_grad.detach()
-    bound, how = _common.output_bound(*fresh, case.is_causal, **f)
+    (bound, how), bounds = _common.output_and_gradient_bounds(*fresh, do, case.is_causal, **f)
     what = f"the call after q, k, v were overwritten in place with {new}'s values vs a call on fresh tensors"
     for name, got, expected in (("o", o, want), ("o with gradients recorded", o_grad, want_grad)):
         em.assert_within_bound(f"{name}: {what}", got, expected, em.two_sided_bound(bound, bound),
                                f"the output's bound twice; each = {how}", context=ctx)
-    bounds = _common.gradient_bounds(*fresh, do, case.is_causal, **f)
     for name, got, expected, (bound, how) in zip(("dq", "dk", "dv"), grads, want_grads, bounds):
         em.assert_within_bound(f"{name}: {what}", got, expected, em.two_sided_bound(bound, bound),
                                f"the gradient's bound twice; each = {how}", context=ctx)

@@ -496,10 +496,9 @@ def check_varlen_matches_separate(kernel: ModuleType, case: VarlenCase, device=N
 def _separate_bounds(case: VarlenCase, q, k, v, do) -> dict[str, tuple[float, str]]:
     """Per quantity, the error model's bound for one sequence of ``case`` computed densely."""
     f = case.features()
-    bounds = {"o": _common.output_bound(q, k, v, case.is_causal, **f),
-              "lse": _common.lse_bound(q, k, case.is_causal, **f)}
-    grads = _common.gradient_bounds(q, k, v, do, case.is_causal, **f)
-    return {**bounds, **dict(zip(("dq", "dk", "dv"), grads))}
+    output, grads = _common.output_and_gradient_bounds(q, k, v, do, case.is_causal, **f)
+    return {"o": output, "lse": _common.lse_bound(q, k, case.is_causal, **f),
+            **dict(zip(("dq", "dk", "dv"), grads))}
 
 
 VARLEN_CHECKS = (
