@@ -11,20 +11,17 @@ backward of the same leaf tensors again: ``dq`` is the old keys'.
 the allocator put where a freed one was, which other checks then see by chance.)
 """
 
-import weakref
-
 import torch
 
 from tests.broken import _float32
+from tests.broken._kept import kept
 
-_PREPARED: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+_PREPARED: dict = {}
 
 
 def _prepared(t: torch.Tensor) -> torch.Tensor:
-    hit = _PREPARED.get(id(t))
-    if hit is None or hit[0]() is not t:  # a new tensor object (not: new values)
-        hit = _PREPARED[id(t)] = (weakref.ref(t), _float32.up(t).clone(memory_format=torch.contiguous_format))
-    return hit[1]
+    # the bug: a new copy for a new tensor object only, not for new values
+    return kept(_PREPARED, (t,), lambda: _float32.up(t).clone(memory_format=torch.contiguous_format))
 
 
 class _Attention(_float32.SavedForward):

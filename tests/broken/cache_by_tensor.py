@@ -6,24 +6,20 @@ Each call on fresh tensors is right; so is every call that records gradients. Sm
 shows it: any call, then ``k.copy_(other)`` and the same call again.
 """
 
-import weakref
-
 import torch
 
 from tests import conforming
+from tests.broken._kept import kept
 from tests.conforming import FEATURES, SUPPORTED_DTYPES
 
 __all__ = ["FEATURES", "SUPPORTED_DTYPES", "attention", "attention_with_lse"]
 
-_PREPARED: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+_PREPARED: dict = {}
 
 
 def _prepared(t: torch.Tensor) -> torch.Tensor:
-    hit = _PREPARED.get(id(t))
-    if hit is None or hit[0]() is not t:  # a new tensor object (not: new values)
-        copy = conforming.up(t).clone(memory_format=torch.contiguous_format)
-        hit = _PREPARED[id(t)] = (weakref.ref(t), copy)
-    return hit[1]
+    # the bug: a new copy for a new tensor object only, not for new values
+    return kept(_PREPARED, (t,), lambda: conforming.up(t).clone(memory_format=torch.contiguous_format))
 
 
 def _inputs(k, v):

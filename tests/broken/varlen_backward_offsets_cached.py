@@ -10,23 +10,20 @@ that shows it: a batch of two sequences of lengths 1 and 2, a forward and backwa
 buffers refilled with lengths 2 and 1, and the same forward and backward again.
 """
 
-import weakref
-
 import torch
 
 from tests.broken import _varlen
+from tests.broken._kept import kept
 from tests.broken._varlen import attention, attention_with_lse
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
 
-_OFFSETS: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+_OFFSETS: dict = {}
 
 
 def _offsets(cu_seqlens: torch.Tensor) -> torch.Tensor:
-    hit = _OFFSETS.get(id(cu_seqlens))
-    if hit is None or hit[0]() is not cu_seqlens:  # a new tensor object (not: new offsets)
-        hit = _OFFSETS[id(cu_seqlens)] = (weakref.ref(cu_seqlens), cu_seqlens.clone())
-    return hit[1]
+    # the bug: a new copy for a new tensor object only, not for new offsets
+    return kept(_OFFSETS, (cu_seqlens,), cu_seqlens.clone)
 
 
 class _Varlen(_varlen.SavedForward):

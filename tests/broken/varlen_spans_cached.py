@@ -7,24 +7,19 @@ Every call on fresh offsets is right. Smallest input that shows it: a batch of t
 lengths 1 and 2, then the same buffers refilled with lengths 2 and 1, and the same call again.
 """
 
-import weakref
-
 import torch
 
+from tests.broken._kept import kept
 from tests.broken._varlen import attention, attention_with_lse, run_sequences, spans
 
 __all__ = ["attention", "attention_with_lse", "attention_varlen", "attention_varlen_with_lse"]
 
-_SCHEDULES: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, list]] = {}
+_SCHEDULES: dict = {}
 
 
 def _schedule(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor) -> list:
-    key = (id(cu_seqlens_q), id(cu_seqlens_k))
-    hit = _SCHEDULES.get(key)
-    if hit is None or hit[0]() is not cu_seqlens_q or hit[1]() is not cu_seqlens_k:  # new objects only
-        hit = _SCHEDULES[key] = (weakref.ref(cu_seqlens_q), weakref.ref(cu_seqlens_k),
-                                 spans(cu_seqlens_q, cu_seqlens_k))
-    return hit[2]
+    # the bug: a new schedule for new tensor objects only, not for new offsets
+    return kept(_SCHEDULES, (cu_seqlens_q, cu_seqlens_k), lambda: spans(cu_seqlens_q, cu_seqlens_k))
 
 
 def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
