@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,8 @@ def test_tune_candidates_are_launchable_configs():
 
 
 @pytest.mark.parametrize("tool, argv", [("tune", ["--pass", "fwd"]), ("compare_read_paths", None),
-                                        ("tune_features", None), ("compare_trees", ["measure", "-k", "d64"])])
+                                        ("tune_features", None), ("compare_trees", ["measure", "-k", "d64"]),
+                                        ("large_scores", ["--part", "accuracy"])])
 def test_gpu_tools_need_a_gpu(capsys, tool, argv):
     if torch.cuda.is_available():
         pytest.skip(f"has a GPU: {tool} would run")
@@ -321,3 +323,18 @@ def test_forward_ptx_traces_each_exp2_argument():
         assert rows and all(opcode != "?" for _, opcode, _ in rows), done.stdout
         tables[flag] = rows
     assert all(not opcode.startswith("fma") for _, opcode, _ in tables["--no-fp-fusion"]), tables
+
+
+def test_large_scores_inputs_reach_the_asked_score_and_errors_see_non_finite_outputs():
+    from benchmarks.large_scores import inputs_at, worst_error
+
+    for magnitude in (1e5, 1e9):
+        q, k, v = inputs_at(magnitude, torch.float32, "cpu")
+        peak = (q.double() @ k.double().transpose(-2, -1)).abs().max().item() / 8  # 1 / sqrt(64)
+        assert peak == pytest.approx(magnitude, rel=1e-6)
+    reference = torch.zeros(2, 3, dtype=torch.float64)
+    out = torch.zeros(2, 3)
+    out[1, 2] = 0.5
+    assert worst_error(out, reference, torch.full((2, 3), 2.0)) == 0.25
+    out[0, 0] = float("nan")
+    assert math.isnan(worst_error(out, reference, torch.ones(2, 3)))
