@@ -136,15 +136,19 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
     device = device or default_device()
     q, k, v = case.make_qkv("cpu")
     # The size of the scores' rounding (em.score_magnitude), not the largest score, is set to the
-    # target: scaling
-    # up a score that is small only by cancellation (q nearly orthogonal to k) would amplify the
-    # dot product's rounding, an ill-conditioning no kernel can avoid. Scores then reach a good
-    # fraction of the target (about a third for normal data).
-    factor = large_score(q.dtype) / max(em.score_magnitude(q, k, scale=case.softmax_scale), 1e-30)
-    # Scale q, and k for what q cannot take, keeping both a factor 4 inside the dtype's range.
+    # target: scaling up a score that is small only by cancellation (q nearly orthogonal to k)
+    # would amplify the dot product's rounding, an ill-conditioning no kernel can avoid. Scores
+    # then reach a good fraction of the target (about a third for normal data). The dot products
+    # q.k themselves (before the softmax scale) must stay inside the dtype too: with a tiny softmax
+    # scale, reaching the target would overflow them, which no kernel can help.
+    size = em.score_magnitude(q, k, scale=case.softmax_scale)
     room = torch.finfo(q.dtype).max / 4
-    f_q = min(factor, room / max(float(q.abs().max()), 1e-30))
-    f_k = min(factor / f_q, room / max(float(k.abs().max()), 1e-30))
+    f_q = f_k = 1.0  # a zero size (scale 0, q or k all zero, no rows): no factor moves the scores
+    if size > 0:
+        factor = min(large_score(q.dtype) / size, room / em.score_magnitude(q, k, scale=1.0))
+        # Scale q, and k for what q cannot take, keeping both a factor 4 inside the dtype's range.
+        f_q = min(factor, room / float(q.abs().max()))
+        f_k = min(factor / f_q, room / float(k.abs().max()))
     q = (q.double() * f_q).to(q.dtype)
     k = (k.double() * f_k).to(k.dtype)
     target = large_score(q.dtype)

@@ -12,6 +12,7 @@ contract first.
 """
 
 import pytest
+import torch
 
 from properties import ALL_CHECKS, BAND_EDGE_CHECKS, load_kernel
 from properties.grids import band_edge_cpu_cases, feature_cpu_cases, property_cpu_cases
@@ -132,6 +133,23 @@ def test_key_translation_moves_scores_by_the_case_s_own_size():
     assert k.count_nonzero() == k.numel(), "the grid rounded keys of the case to 0"
     s, s2 = (em.score_magnitude(q, t, scale=7.5) for t in (k, k2))
     assert s2 <= 4 * (1 + 2 * KEY_SHIFT) * s, f"shifted scores of size {s2:.3g}, the case's {s:.3g}"
+
+
+def test_large_logits_reach_the_large_score_from_tiny_values():
+    """``check_large_logits_stable`` scales q (and k) until the scores' size reaches
+    ``large_score``; a float32 ``tiny`` case at scale 2^-63 has scores of about 1e-37, and a floor
+    of 1e-30 under that size (as the check had) stopped the scaling with scores near 1e-3."""
+    from properties import Case, check_large_logits_stable
+    from properties import error_model as em
+    from properties.stability import large_score
+
+    calls = []
+    case = Case(n_q=16, n_k=16, head_dim=16, leading=(), dtype="float32", distribution="tiny",
+                scale=2.0**-63, seed=3)
+    check_large_logits_stable(_spy(calls), case, "cpu")
+    ((q, k, _),) = calls
+    size = em.score_magnitude(q, k)
+    assert size >= large_score(torch.float32) / 2, f"scaled scores of size {size:.3g}"
 
 
 def test_value_affine_keeps_tiny_values():
