@@ -57,6 +57,13 @@ MAX_SPLITS = 256
 """At most this many splits (longer splits past ``MAX_SPLITS * split_keys`` keys)."""
 TILE_ROWS = 16
 """Group rows per program: the smallest ``tl.dot`` tile (decoding has one row per query head)."""
+PACK_HEADS: bool = not INTERPRET
+"""Whether a split-KV tile packs a group's rows, several query heads to a tile, so that a kv head is
+read once per :data:`TILE_ROWS` of them (the GPU's layout), or holds one head's rows (the
+interpreter's default: its ``tl.dot`` is numpy's matmul, which may round a row by its position in
+the block, and a grouped call must equal the call with k and v repeated bit for bit). Read at each
+launch; the CPU suite runs the packed layout too (``tests/test_decode.py``,
+``test_split_kv_packed_heads``), so that the GPU's row-to-head arithmetic is gated on the CPU."""
 
 
 class SplitPlan(NamedTuple):
@@ -327,12 +334,11 @@ def launch_split_kv(
     args_of_features.pop("EMPTY_ROWS")  # a split may leave any row empty: the kernel always allows for it
     cu_q = cu_seqlens_q if varlen else table
     cu_k = cu_seqlens_k if varlen else table
-    # On a GPU a tile packs the group's rows, several heads to a tile, so that a kv head is read
-    # once per 16 of them; a row's numbers do not depend on where in the tile it sits (the suite's
-    # GPU grids check it: a grouped call equals the call with k and v repeated, bit for bit). In the
-    # interpreter they do (numpy's matmul rounds a row by its position in the block), so there each
-    # tile holds one head's rows, at the rows they hold alone: the same numbers whatever the group.
-    one_head = INTERPRET
+    # A packed tile (PACK_HEADS) holds the group's rows, several heads to a tile; on a GPU a row's
+    # numbers do not depend on where in the tile it sits (the suite's GPU grids check it: a grouped
+    # call equals the call with k and v repeated, bit for bit). Otherwise each tile holds one head's
+    # rows, at the rows they hold alone: the same numbers whatever the group.
+    one_head = not PACK_HEADS
     row_tiles = group if one_head else triton.cdiv(group * part_rows, TILE_ROWS)
     # Shared memory holds a k and a v tile per pipeline stage: with float32 and d = 256 three
     # stages of 64-key tiles would need 282 KB (the H200 has 227 KB), so wide float32 rows take

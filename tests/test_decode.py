@@ -16,7 +16,7 @@ import itertools
 import pytest
 import torch
 
-from flash import decode
+from flash import decode, replay
 from flash.scores import resolve
 from properties import ALL_CHECKS, BAND_EDGE_CHECKS, load_kernel
 from properties.grids import (
@@ -123,6 +123,37 @@ def test_split_kv_packed(check, case):
 @pytest.mark.parametrize("check", PACKED_CHECKS)
 @pytest.mark.parametrize("case", case_params(SPLIT_PACKED_GPU, gpu=True))
 def test_split_kv_packed_gpu(check, case):
+    run_check(check, load_kernel("flash.split_kv"), case)
+
+
+GROUPED_SPLIT_CPU = [c for c in SPLIT_CPU if c.kv_heads and c.leading[-1] > c.kv_heads]
+"""The split cases with grouped heads: a packed tile then holds several heads' rows, and one case's
+group (3 heads of 9 rows) runs over two tiles, the second starting inside a head."""
+GROUPED_SPLIT_PACKED_CPU = [c for c in SPLIT_PACKED_CPU if c.kv_heads and c.heads > c.kv_heads]
+
+
+@pytest.fixture
+def packed_heads(monkeypatch):
+    """``flash.decode``'s GPU tile layout in the interpreter (:data:`flash.decode.PACK_HEADS`).
+    Launches recorded in the other layout are forgotten first, and this layout's after, so that no
+    call replays across (a recording's signature does not hold the layout)."""
+    monkeypatch.setattr(decode, "PACK_HEADS", True)
+    replay.forget()
+    yield
+    replay.forget()
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", case_params(GROUPED_SPLIT_CPU))
+def test_split_kv_packed_heads(packed_heads, check, case):
+    """The split path in the GPU's tile layout, which the interpreter does not take by default:
+    the row-to-head arithmetic of a packed tile is gated on the CPU too."""
+    run_check(check, load_kernel("flash.split_kv"), case)
+
+
+@pytest.mark.parametrize("check", PACKED_CHECKS)
+@pytest.mark.parametrize("case", case_params(GROUPED_SPLIT_PACKED_CPU))
+def test_split_kv_packed_batch_packed_heads(packed_heads, check, case):
     run_check(check, load_kernel("flash.split_kv"), case)
 
 

@@ -84,8 +84,9 @@ types'. Tile sizes (``BLOCK_*``) are not required: they change the shape of the 
 
 ONE_VALUE: dict[tuple[str, str], str] = {
     ("_split_kv_kernel", "ONE_HEAD_PER_TILE"):
-        "fixed by the platform, not the case (flash.decode: True in the interpreter, whose matmul "
-        "rounds a row by its place in the tile; False on a GPU); each grid set compiles its own",
+        "fixed by the platform, not the case (flash.decode.PACK_HEADS: off in the interpreter, "
+        "whose matmul may round a row by its place in the tile, unless a test sets it; on on a "
+        "GPU); each grid set compiles its own",
 }
 """``(kernel, flag)`` pairs allowed to take one value in a grid set, each with the reason."""
 

@@ -439,6 +439,16 @@ CATALOGUE: tuple[Mutant, ...] = (
            "q_slice = kv_slice * GROUP + offs_r % GROUP",
            "a group's rows mapped to query heads by r % group: rows of one head read another's q and "
            "write its o; GQA with n_q >= 2"),
+    Mutant("split_row_tiles_floored", D, "triton.cdiv(group * part_rows, TILE_ROWS)",
+           "group * part_rows // TILE_ROWS",
+           "the packed layout's row tiles counted by floor, not ceiling: the group's last partial tile "
+           "(or all of it, under 16 rows) is never computed; GPU tile layout (flash.decode.PACK_HEADS, "
+           "which the CPU suite sets in test_split_kv_packed_heads), a group of fewer than 16 rows"),
+    Mutant("split_packed_tile_starts_by_head", D, "        offs_r = tile * BLOCK_Q + tl.arange(0, BLOCK_Q)\n",
+           "        offs_r = tile * n_q + tl.arange(0, BLOCK_Q)\n",
+           "a packed tile starts at tile x n_q, the one-head layout's start: the second tile of a group "
+           "past 16 rows recomputes rows of the first and the last rows are never computed; GPU tile "
+           "layout, GQA with group x n_q > 16 (3 heads of 9 rows)"),
     Mutant("split_kv_head_by_query_slice", D, "tl.load(K_OFFSETS + kv_slice * GROUP)",
            "tl.load(K_OFFSETS + kv_slice)",
            "the split kernel reads k of the kv slice numbered like the group, not its first query slice: "
