@@ -56,26 +56,30 @@ def worst_error(out: torch.Tensor, reference: torch.Tensor, v: torch.Tensor) -> 
     return ((out - reference).abs().max() / v.double().abs().max()).item()
 
 
+def sdpa(backend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
+    """``scaled_dot_product_attention`` held to one of its backends (``SDPBackend``)."""
+    import torch.nn.functional as fn
+    from torch.nn.attention import sdpa_kernel
+
+    with sdpa_kernel(backend):
+        return fn.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
+
 def implementations(device: str) -> dict[str, Callable]:
     """Each implementation by its column name: ``fn(q, k, v) -> o``, causal."""
-    import torch.nn.functional as fn
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.attention import SDPBackend
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     import flash
 
-    def sdpa(backend):
-        def call(q, k, v):
-            with sdpa_kernel(backend):
-                return fn.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return call
+    def held(backend):
+        return functools.partial(sdpa, backend, is_causal=True)
 
     flex = torch.compile(flex_attention, dynamic=False)
-    from torch.nn.attention.flex_attention import create_block_mask
     mask = create_block_mask(lambda b, h, i, j: j <= i, 1, 2, 512, 512, device=device)
     return {"flash": lambda q, k, v: flash.attention(q, k, v, is_causal=True),
-            "sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-            "sdpa efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION),
+            "sdpa flash": held(SDPBackend.FLASH_ATTENTION), "sdpa cudnn": held(SDPBackend.CUDNN_ATTENTION),
+            "sdpa efficient": held(SDPBackend.EFFICIENT_ATTENTION),
             "flex": lambda q, k, v: flex(q, k, v, block_mask=mask)}
 
 
@@ -99,15 +103,10 @@ def accuracy(device: str) -> None:
 
 
 def speed(device: str) -> None:
-    import torch.nn.functional as fn
     import triton
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     import flash
-
-    def cudnn(q, k, v, causal):
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            return fn.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     def milliseconds(attend, q, k, v, grad, backward: bool) -> float:
         def step():
@@ -122,7 +121,7 @@ def speed(device: str) -> None:
                    for _ in range(3))
         grad = torch.randn_like(q)
         ours = functools.partial(flash.attention, is_causal=causal)
-        theirs = functools.partial(cudnn, causal=causal)
+        theirs = functools.partial(sdpa, SDPBackend.CUDNN_ATTENTION, is_causal=causal)
         for name, backward in (("forward", False), ("forward+backward", True)):
             times = [milliseconds(attend, q, k, v, grad, backward) for attend in (ours, theirs)]
             print(f"| {(b, h, n, d, causal)} | {name} | {times[0]:.3f} | {times[1]:.3f} | "

@@ -141,11 +141,12 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
     # then reach a good fraction of the target (about a third for normal data). The dot products
     # q.k themselves (before the softmax scale) must stay inside the dtype too: with a tiny softmax
     # scale, reaching the target would overflow them, which no kernel can help.
-    size = em.score_magnitude(q, k, scale=case.softmax_scale)
+    dots = em.score_magnitude(q, k, scale=1.0)  # one n_q x n_k product: the scaled size is a multiple
+    size = dots * em.scale_size(q, case.softmax_scale)
     room = torch.finfo(q.dtype).max / 4
     f_q = f_k = 1.0  # a zero size (scale 0, q or k all zero, no rows): no factor moves the scores
     if size > 0:
-        factor = min(large_score(q.dtype) / size, room / em.score_magnitude(q, k, scale=1.0))
+        factor = min(large_score(q.dtype) / size, room / dots)
         # Scale q, and k for what q cannot take, keeping both a factor 4 inside the dtype's range.
         f_q = min(factor, room / float(q.abs().max()))
         f_k = min(factor / f_q, room / float(k.abs().max()))
