@@ -38,6 +38,7 @@ from properties.stability import (
     check_large_logits_stable,
     check_single_key,
 )
+from properties.streams import check_current_stream
 from properties.symmetry import (
     check_batch_independent,
     check_key_translation,
@@ -71,6 +72,7 @@ INVARIANT_CHECKS = (
     check_gradients_with_frozen_inputs,
     check_inputs_unchanged,
     check_inputs_updated_in_place,
+    check_current_stream,
 )
 """Every check of a property that holds for any correct kernel, with or without a reference."""
 

@@ -1,0 +1,119 @@
+"""Streams: a call on a CUDA side stream is ordered like any PyTorch op on that stream.
+
+PyTorch runs each op on the caller's *current* stream, so work queued on one stream happens in
+order, and code that overlaps copies with compute (a serving loop, a pipeline stage, anything
+inside ``torch.cuda.stream(s)``) relies on it. A kernel launched on another stream (the default
+stream, a stream of its own, a handle cached from the first call) without ordering itself against
+the caller's reads its inputs before the caller's earlier work has written them, or hands over an
+output still being written. Every other check calls the kernel on the default stream, where such a
+kernel is right: this is the one that looks.
+
+:func:`check_current_stream` queues on a side stream a long GPU sleep, then the copies that fill
+q, k, v and the upstream gradient (until then every byte is NaN), then the forward, the backward,
+and copies of every result; a call on any other stream runs during the sleep and reads the NaNs.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from properties import _common
+from properties import error_model as em
+from properties.case import Case
+from properties.kernels import NotApplicable, default_device, gated
+from properties.side_effects import _memory
+
+SLEEP_CYCLES = (50_000_000, 200_000_000, 800_000_000)
+"""GPU clock cycles of the sleep queued ahead of the inputs (about 25 ms, 0.1 s and 0.4 s on an
+H200's 1.98 GHz), longer each try: the check counts only a try in which the sleep was still running
+when the host had queued the whole call, which is then certainly ordered after it or not."""
+
+
+def _nan_twins(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list]:
+    """For each tensor, one laid out alike (same shape, strides, storage offset, and the same memory
+    shared among them, as k and v share one buffer under ``broadcast_kv``) in new memory whose every
+    byte is ``0xFF`` (NaN in float16, bfloat16 and float32); and the ``(source, twin)`` memory pairs
+    whose copy fills them."""
+    twins: dict[str, torch.Tensor] = {}
+    memory: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        key = t.untyped_storage().data_ptr()
+        if key not in memory:
+            source = _memory(t)
+            memory[key] = (source, torch.full_like(source, 0xFF))
+        twin = torch.empty(0, dtype=t.dtype, device=t.device)
+        twins[name] = twin.set_(memory[key][1].untyped_storage(), t.storage_offset(), t.shape, t.stride())
+    return twins, list(memory.values())
+
+
+def _results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict) -> dict:
+    """``o`` and the lse outside autograd, ``o`` with gradients recorded and its ``dq, dk, dv``."""
+    o, lse = _common.forward(kernel, q, k, v, is_causal, **features)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    o_grad = kernel.attention(*leaves, is_causal, **features)
+    dq, dk, dv = torch.autograd.grad(o_grad, leaves, do)
+    return {"o": o, "lse": lse, "o with gradients recorded": o_grad.detach(), "dq": dq, "dk": dk, "dv": dv}
+
+
+def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> dict:
+    """The results of the calls queued on a new stream behind a sleep and the copies of the inputs,
+    each copied on that stream once the call returns; retried with a longer sleep where the sleep
+    ended before the host had queued everything (nothing could then be out of order)."""
+    device = inputs["q"].device
+    for cycles in SLEEP_CYCLES:
+        torch.cuda.synchronize(device)
+        twins, fills = _nan_twins(inputs)
+        side = torch.cuda.Stream(device)
+        slept = torch.cuda.Event()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+            slept.record(side)
+            with torch.no_grad():
+                for source, twin in fills:
+                    twin.copy_(source)
+            with _common.crash_is_failure(ctx, "the calls on a side stream"):
+                got = _results(kernel, twins["q"], twins["k"], twins["v"], twins["do"], case.is_causal,
+                               case.features())
+            got = {name: None if t is None else t.clone() for name, t in got.items()}
+        conclusive = not slept.query()  # still sleeping: everything above was queued behind it
+        torch.cuda.synchronize(device)
+        if conclusive:
+            return got
+    raise RuntimeError(f"{ctx}: the host took longer than a {SLEEP_CYCLES[-1]}-cycle GPU sleep to queue "
+                       "one call; the check could not order anything behind it")
+
+
+@gated
+def check_current_stream(kernel: ModuleType, case: Case, device=None) -> None:
+    """On CUDA, the forward (``attention_with_lse`` if the module has it, and ``attention``) and the
+    backward run inside ``torch.cuda.stream(side)`` behind a sleep and the copies that fill their
+    inputs (NaN until then), their results copied on ``side`` once they return, agree with the same
+    calls on the default stream within twice each result's error-model bound (so a bug that shows in
+    every call is the oracle checks' to report, and a kernel whose bits vary from call to call is not
+    held to bits here). A call that runs on any other stream than the caller's current one, or does
+    not order its work before the caller's next, reads NaN or hands over unfinished results (the
+    contract, ``properties/kernels.py``). n/a off CUDA: the CPU has no streams."""
+    device = torch.device(device or default_device())
+    if device.type != "cuda":
+        raise NotApplicable(f"check_current_stream runs on CUDA devices only (streams), not {device.type}")
+    ctx = _common.context("check_current_stream", kernel, case)
+    q, k, v = case.make_qkv(device)
+    do = case.make_grad_out(device)
+    f = case.features()
+    want = _results(kernel, q, k, v, do, case.is_causal, f)
+    got = _on_side_stream(kernel, case, {"q": q, "k": k, "v": v, "do": do}, ctx)
+    (bound, how), bounds = _common.output_and_gradient_bounds(q, k, v, do, case.is_causal, **f)
+    each = {name: (bound, f"the output's bound twice; each = {how}")
+            for name in ("o", "o with gradients recorded")}
+    for name, (b, h) in zip(("dq", "dk", "dv"), bounds):
+        each[name] = (b, f"the gradient's bound twice; each = {h}")
+    if want["lse"] is not None:
+        b, h = _common.lse_bound(q, k, case.is_causal, **f)
+        each["lse"] = (b, f"the lse's bound twice; each = {h}")
+    what = ("the call inside torch.cuda.stream(side), behind a sleep and its inputs' copies, vs on the "
+            "default stream")
+    for name, (b, how) in each.items():
+        em.assert_within_bound(f"{name}: {what}", got[name], want[name], em.two_sided_bound(b, b), how,
+                               context=ctx, axes=("row",) if name == "lse" else ("row", "col"))
