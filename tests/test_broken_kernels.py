@@ -11,10 +11,12 @@ The varlen checks (properties/varlen.py) have their own broken modules, ``tests/
 each a bug of the packed path on top of a correct dense one, judged on one packed case.
 """
 
+import math
+
 import pytest
 
 from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
-from properties.grids import property_cpu_cases
+from properties.grids import property_cpu_cases, property_gpu_cases
 from properties.side_effects import check_inputs_unchanged
 from properties.varlen import VARLEN_CHECKS, check_varlen_matches_oracle
 from properties.varlen_case import VarlenCase
@@ -186,6 +188,20 @@ def test_gpu_broken_module_fails_its_check(check_name):
     message = str(failure.value)
     for fragment in (check_name, f"kernel tests.broken.{module}", "Case(n_q=", "bound", "batch ("):
         assert fragment in message, f"{fragment!r} missing from: {message}"
+
+
+@pytest.mark.gpu
+def test_property_gpu_grid_has_more_slices_than_a_grid_axis_takes():
+    """The GPU property grid's case with more than 65535 leading-dim slices fails a kernel that puts
+    them on a grid's second axis (tests/broken/slices_on_grid_y.py) and passes the same kernel's
+    correct twin (tests/conforming.py): CUDA, not the interpreter, caps that axis."""
+    many = [case for case in property_gpu_cases() if math.prod(case.leading) > 65535]
+    assert many, "no GPU property case has more slices than a grid's second axis takes"
+    check = CHECKS["check_output_matches_oracle"]
+    check(load_kernel("tests.conforming"), many[0])
+    with pytest.raises(Exception) as failure:  # the launch's error, as a gate sees it
+        check(load_kernel("tests.broken.slices_on_grid_y"), many[0])
+    assert "invalid argument" in str(failure.value) or "grid" in str(failure.value).lower(), failure.value
 
 
 def _assert_fails(check_name: str, module: str, expected: set[str]) -> None:
