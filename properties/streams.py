@@ -22,13 +22,14 @@ import torch
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
-from properties.kernels import NotApplicable, default_device, gated
+from properties.kernels import NotApplicable, default_device, gated, kernel_name
 from properties.side_effects import _memory
 
 SLEEP_CYCLES = (50_000_000, 200_000_000, 800_000_000)
 """GPU clock cycles of the sleep queued ahead of the inputs (about 25 ms, 0.1 s and 0.4 s on an
-H200's 1.98 GHz), longer each try: the check counts only a try in which the sleep was still running
-when the host had queued the whole call, which is then certainly ordered after it or not."""
+H200's 1.98 GHz), longer each try: only a try in which the sleep was still running when the host had
+queued everything tests the order. A call that synchronizes with the stream on the host (``.item()``
+on a tensor there) waits out any sleep: the check then compares the results and is n/a."""
 
 
 def _nan_twins(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list]:
@@ -57,10 +58,10 @@ def _results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict) -
     return {"o": o, "lse": lse, "o with gradients recorded": o_grad.detach(), "dq": dq, "dk": dk, "dv": dv}
 
 
-def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> dict:
+def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> tuple[dict, bool]:
     """The results of the calls queued on a new stream behind a sleep and the copies of the inputs,
-    each copied on that stream once the call returns; retried with a longer sleep where the sleep
-    ended before the host had queued everything (nothing could then be out of order)."""
+    each copied on that stream once the call returns; and whether the sleep was still running once
+    the host had queued all of it (else the order was not tested: retried with a longer sleep)."""
     device = inputs["q"].device
     for cycles in SLEEP_CYCLES:
         torch.cuda.synchronize(device)
@@ -80,9 +81,8 @@ def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> d
         conclusive = not slept.query()  # still sleeping: everything above was queued behind it
         torch.cuda.synchronize(device)
         if conclusive:
-            return got
-    raise RuntimeError(f"{ctx}: the host took longer than a {SLEEP_CYCLES[-1]}-cycle GPU sleep to queue "
-                       "one call; the check could not order anything behind it")
+            break
+    return got, conclusive
 
 
 @gated
@@ -103,7 +103,7 @@ def check_current_stream(kernel: ModuleType, case: Case, device=None) -> None:
     do = case.make_grad_out(device)
     f = case.features()
     want = _results(kernel, q, k, v, do, case.is_causal, f)
-    got = _on_side_stream(kernel, case, {"q": q, "k": k, "v": v, "do": do}, ctx)
+    got, conclusive = _on_side_stream(kernel, case, {"q": q, "k": k, "v": v, "do": do}, ctx)
     (bound, how), bounds = _common.output_and_gradient_bounds(q, k, v, do, case.is_causal, **f)
     each = {name: (bound, f"the output's bound twice; each = {how}")
             for name in ("o", "o with gradients recorded")}
@@ -117,3 +117,9 @@ def check_current_stream(kernel: ModuleType, case: Case, device=None) -> None:
     for name, (b, how) in each.items():
         em.assert_within_bound(f"{name}: {what}", got[name], want[name], em.two_sided_bound(b, b), how,
                                context=ctx, axes=("row",) if name == "lse" else ("row", "col"))
+    if not conclusive:
+        raise NotApplicable(
+            f"check_current_stream on kernel {kernel_name(kernel)}, {case}: the host had not queued the "
+            f"calls when a {SLEEP_CYCLES[-1]}-cycle GPU sleep ahead "
+            "of them ended: the calls wait on the host for the caller's stream (a synchronization), "
+            "so their order on it could not be tested (their results agreed)")
