@@ -56,7 +56,7 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   for packed calls, ``cu_seqlens`` too: ``check_varlen_inputs_updated_in_place``).
 - On CUDA, a call is ordered like a PyTorch op on the caller's current stream: it reads its inputs
   after the work queued before it on that stream, and its results (the backward's gradients too) are
-  written before the work queued after it (``check_current_stream``). A module that runs elsewhere
+  written before the work queued after it (``check_current_stream``, on dense calls). A module that runs elsewhere
   orders itself against that stream (``torch.cuda.current_stream()``), not the default one.
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
   gradients (``check_deterministic``); and the backward of one forward may run more than once
