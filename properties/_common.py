@@ -69,6 +69,28 @@ def fresh_calls_say(run: Callable[[], dict]) -> str:
             "backward of one forward differs")
 
 
+def memory_of(t: torch.Tensor) -> torch.Tensor:
+    """Every byte of the storage ``t`` is a view of, as a flat uint8 tensor (a view, not a copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def nan_twins(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list]:
+    """For each tensor, one laid out alike (same shape, strides, storage offset, and the same memory
+    shared among them, as k and v share one buffer under ``broadcast_kv``) in new memory whose every
+    byte is ``0xFF`` (NaN in float16, bfloat16 and float32); and the ``(source, twin)`` memory pairs
+    whose copy fills them."""
+    twins: dict[str, torch.Tensor] = {}
+    memory: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        key = t.untyped_storage().data_ptr()
+        if key not in memory:
+            source = memory_of(t)
+            memory[key] = (source, torch.full_like(source, 0xFF))
+        twin = torch.empty(0, dtype=t.dtype, device=t.device)
+        twins[name] = twin.set_(memory[key][1].untyped_storage(), t.storage_offset(), t.shape, t.stride())
+    return twins, list(memory.values())
+
+
 def place(t: torch.Tensor, case: Case, device, name: str) -> torch.Tensor:
     """A new input tensor ``name`` (q, k, v or do; built on the CPU, row-major) in the case's layout.
 

@@ -55,9 +55,10 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   overwritten in place, as a KV cache is between decoding steps (``check_inputs_updated_in_place``;
   for packed calls, ``cu_seqlens`` too: ``check_varlen_inputs_updated_in_place``).
 - On CUDA, a call is ordered like a PyTorch op on the caller's current stream: it reads its inputs
-  after the work queued before it on that stream, and its results (the backward's gradients too) are
-  written before the work queued after it (``check_current_stream``, on dense calls). A module that runs elsewhere
-  orders itself against that stream (``torch.cuda.current_stream()``), not the default one.
+  after the work queued before it on that stream, and its results (the backward's gradients too)
+  are written before the work queued after it (``check_current_stream``, on dense calls). A
+  module that runs elsewhere orders itself against that stream (``torch.cuda.current_stream()``),
+  not the default one.
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
   gradients (``check_deterministic``); and the backward of one forward may run more than once
   (``retain_graph=True``), each time with the same gradients (``check_backward_repeatable``).

@@ -19,10 +19,7 @@ from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated
 
-
-def _memory(t: torch.Tensor) -> torch.Tensor:
-    """Every byte of the storage ``t`` is a view of, as a flat uint8 tensor (a view, not a copy)."""
-    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+_memory = _common.memory_of
 
 
 class Snapshot:

@@ -23,30 +23,12 @@ from properties import _common
 from properties import error_model as em
 from properties.case import Case
 from properties.kernels import NotApplicable, default_device, gated, kernel_name
-from properties.side_effects import _memory
 
 SLEEP_CYCLES = (50_000_000, 200_000_000, 800_000_000)
 """GPU clock cycles of the sleep queued ahead of the inputs (about 25 ms, 0.1 s and 0.4 s on an
 H200's 1.98 GHz), longer each try: only a try in which the sleep was still running when the host had
 queued everything tests the order. A call that synchronizes with the stream on the host (``.item()``
 on a tensor there) waits out any sleep: the check then compares the results and is n/a."""
-
-
-def _nan_twins(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list]:
-    """For each tensor, one laid out alike (same shape, strides, storage offset, and the same memory
-    shared among them, as k and v share one buffer under ``broadcast_kv``) in new memory whose every
-    byte is ``0xFF`` (NaN in float16, bfloat16 and float32); and the ``(source, twin)`` memory pairs
-    whose copy fills them."""
-    twins: dict[str, torch.Tensor] = {}
-    memory: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-    for name, t in tensors.items():
-        key = t.untyped_storage().data_ptr()
-        if key not in memory:
-            source = _memory(t)
-            memory[key] = (source, torch.full_like(source, 0xFF))
-        twin = torch.empty(0, dtype=t.dtype, device=t.device)
-        twins[name] = twin.set_(memory[key][1].untyped_storage(), t.storage_offset(), t.shape, t.stride())
-    return twins, list(memory.values())
 
 
 def _results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict) -> dict:
@@ -65,7 +47,7 @@ def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> t
     device = inputs["q"].device
     for cycles in SLEEP_CYCLES:
         torch.cuda.synchronize(device)
-        twins, fills = _nan_twins(inputs)
+        twins, fills = _common.nan_twins(inputs)
         side = torch.cuda.Stream(device)
         slept = torch.cuda.Event()
         with torch.cuda.stream(side):

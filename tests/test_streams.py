@@ -6,9 +6,8 @@ on CUDA only (``pytest -m gpu``; its broken module: ``tests/test_broken_kernels.
 import pytest
 import torch
 
+from properties._common import memory_of, nan_twins
 from properties.case import LAYOUTS, Case
-from properties.side_effects import _memory
-from properties.streams import _nan_twins
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -17,13 +16,13 @@ def test_nan_twins_keep_the_layout_and_fill_from_the_inputs(layout, dtype):
     case = Case(9, 13, 24, (2, 2), dtype, True, layout, seed=3)
     q, k, v = case.make_qkv("cpu")
     inputs = {"q": q, "k": k, "v": v, "do": case.make_grad_out("cpu")}
-    twins, fills = _nan_twins(inputs)
+    twins, fills = nan_twins(inputs)
     for name, t in inputs.items():
         twin = twins[name]
         assert (twin.shape, twin.stride(), twin.storage_offset(), twin.dtype) == (
             t.shape, t.stride(), t.storage_offset(), t.dtype), name
         assert twin.untyped_storage().nbytes() == t.untyped_storage().nbytes(), name
-        assert bool(torch.isnan(_memory(twin).view(t.dtype)).all()), f"{name}: not every element NaN"
+        assert bool(torch.isnan(memory_of(twin).view(t.dtype)).all()), f"{name}: not every element NaN"
     for a in inputs:
         for b in inputs:
             shared = inputs[a].untyped_storage().data_ptr() == inputs[b].untyped_storage().data_ptr()
