@@ -49,6 +49,18 @@ def install(order: str | None = None) -> bool:
     order = order or os.environ.get(ENV) or "shuffled"
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    # Importing Triton decorates its own library (tl.zeros, tl.max, ...) as interpreted or compiled
+    # by TRITON_INTERPRET at that moment. Imported here first, before a kernel module has made that
+    # choice (flash._runtime does, on a machine without CUDA), the library stayed compiled-only and
+    # every interpreted kernel calling it failed: `python -m fuzz repro ... --kernel flash` and
+    # `python -m properties --kernel flash` failed every check on the CPU ("Cannot call
+    # @triton.jit'd outside of the scope of a kernel"). So the same choice, made here first: without
+    # CUDA Triton kernels can only run interpreted; an explicit setting either way is kept.
+    if "TRITON_INTERPRET" not in os.environ:
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
     try:
         from triton.runtime import interpreter
     except ImportError:

@@ -22,8 +22,12 @@ OUTPUT = "check_output_matches_oracle"
 
 
 def _run(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    # Without the TRITON_INTERPRET that conftest.py set in this process (flash._runtime, on a
+    # machine without CUDA): a person's shell has none, and the commands must decide it themselves
+    # (inherited, it hid `python -m fuzz repro ... --kernel flash` failing every check on the CPU).
+    inherited = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=timeout, env={**os.environ, **(env or {})})
+                            timeout=timeout, env={**inherited, **(env or {})})
     print(f"$ python {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}")
     return result
 
