@@ -23,6 +23,7 @@ from properties.features import (
     check_window_extremes_exact,
 )
 from properties.gradients import check_gradcheck_float64, check_gradients_with_frozen_inputs
+from properties.inference import check_inference_mode
 from properties.kernels import NotApplicable, load_kernel
 from properties.oracle_agreement import (
     check_gradients_match_oracle,
@@ -72,6 +73,7 @@ INVARIANT_CHECKS = (
     check_gradients_with_frozen_inputs,
     check_inputs_unchanged,
     check_inputs_updated_in_place,
+    check_inference_mode,
     check_current_stream,
 )
 """Every check of a property that holds for any correct kernel, with or without a reference."""

@@ -47,7 +47,9 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
 
 - A call (a packed one too) returns ``o`` shaped like ``q`` (``[..., n_q, d]``), in q's dtype and
   on q's device, and computes the same attention whether or not autograd records it (inputs that
-  require grad or not, grad mode on or off). It never writes to its arguments: q, k, v, and in the
+  require grad or not, grad mode on or off, or under ``torch.inference_mode()`` on inference
+  tensors); nothing a call under inference mode leaves behind breaks a later call that records
+  gradients (``check_inference_mode``). It never writes to its arguments: q, k, v, and in the
   backward the upstream gradient, hold the same bits afterwards, and so does the rest of the
   memory they are views of (the gaps between the rows of a strided tensor)
   (``check_inputs_unchanged``, on dense calls). And it reads them as they are when it is made:
