@@ -261,3 +261,16 @@ def test_subnormal_float16_gradients_of_sdpa_on_the_cpu_pass():
     case = Case(n_q=129, n_k=129, head_dim=16, leading=(1, 1), dtype="float16", is_causal=False,
                 distribution="tiny", scale=0.00390625, seed=0)
     run_check(check_gradients_match_oracle, load_kernel("oracle.adapters.sdpa"), case)
+
+
+def test_flex_block_mask_kept_from_inference_mode_is_a_normal_tensor():
+    """The flex adapter keeps a block mask per shape (``_block_mask``); one built by a first call
+    under ``torch.inference_mode()`` must still be savable for backward by later training calls
+    (``check_inference_mode``, which runs flex on a GPU only). ``create_block_mask`` there makes
+    inference tensors; the adapter builds it outside inference mode."""
+    from oracle.adapters import flex
+
+    with torch.inference_mode():
+        mask = flex._block_mask(37, 41, torch.device("cpu"), True, 0, -1, 5)
+    tensors = [t for t in vars(mask).values() if isinstance(t, torch.Tensor)]
+    assert tensors and not any(t.is_inference() for t in tensors)

@@ -144,8 +144,12 @@ def _visible(causal: torch.Tensor, offset: torch.Tensor, left: torch.Tensor, rig
 
 @functools.lru_cache(maxsize=MASKS)
 def _block_mask(n_q: int, n_k: int, device: torch.device, causal: bool, offset: int, left: int, right: int):
-    bounds = (torch.tensor(x, dtype=torch.int32, device=device) for x in (causal, offset, left, right))
-    return create_block_mask(_visible(*bounds), None, None, n_q, n_k, device=device)
+    # Outside inference mode whatever the caller's: the mask is kept, and autograd refuses to save an
+    # inference tensor, so one built by a first call under torch.inference_mode() would break every
+    # later call at this shape that records gradients (check_inference_mode).
+    with torch.inference_mode(False):
+        bounds = (torch.tensor(x, dtype=torch.int32, device=device) for x in (causal, offset, left, right))
+        return create_block_mask(_visible(*bounds), None, None, n_q, n_k, device=device)
 
 
 def _capped(cap: torch.Tensor):
