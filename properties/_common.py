@@ -91,6 +91,40 @@ def nan_twins(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor]
     return twins, list(memory.values())
 
 
+def results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict, leaves=None) -> dict:
+    """``o`` and the lse outside autograd (:func:`forward`), then ``o`` with gradients recorded and
+    its ``dq, dk, dv`` for ``do``, through ``leaves`` (default: new leaves sharing q, k, v's memory;
+    pass the same ones again to call with the same tensor objects): what the checks that compare two
+    rounds of calls compare (:func:`assert_results_agree`)."""
+    o, lse = forward(kernel, q, k, v, is_causal, **features)
+    leaves = leaves or [t.detach().requires_grad_() for t in (q, k, v)]
+    o_grad = kernel.attention(*leaves, is_causal, **features)
+    dq, dk, dv = torch.autograd.grad(o_grad, leaves, do)
+    return {"o": o, "lse": lse, "o with gradients recorded": o_grad.detach(), "dq": dq, "dk": dk, "dv": dv}
+
+
+def assert_results_agree(got: dict, want: dict, q, k, v, do, is_causal: bool, what: str, context: str,
+                         **features) -> None:
+    """Each result in ``got`` (named as :func:`results` names them; any other name is an output
+    ``o``) within twice its error-model bound of ``want``'s of the same name: two calls, each within
+    its bound of the oracle for these inputs, so a bug that shows in every call is the oracle
+    checks' to report, and a kernel whose bits vary from call to call is not held to bits here."""
+    (bound, how), grad_bounds = output_and_gradient_bounds(q, k, v, do, is_causal, **features)
+    bounds = {"dq": grad_bounds[0], "dk": grad_bounds[1], "dv": grad_bounds[2]}
+    for name, result in got.items():
+        if result is None:
+            continue
+        if name == "lse":
+            (b, h), kind = lse_bound(q, k, is_causal, **features), "lse's"
+        elif name in bounds:
+            (b, h), kind = bounds[name], "gradient's"
+        else:
+            (b, h), kind = (bound, how), "output's"
+        em.assert_within_bound(f"{name}: {what}", result, want[name], em.two_sided_bound(b, b),
+                               f"the {kind} bound twice; each = {h}", context=context,
+                               axes=("row",) if name == "lse" else ("row", "col"))
+
+
 def place(t: torch.Tensor, case: Case, device, name: str) -> torch.Tensor:
     """A new input tensor ``name`` (q, k, v or do; built on the CPU, row-major) in the case's layout.
 

@@ -17,7 +17,6 @@ from types import ModuleType
 import torch
 
 from properties import _common
-from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated, require_case
 
@@ -54,23 +53,11 @@ def check_inference_mode(kernel: ModuleType, case: Case, device=None) -> None:
     after = "a call recording gradients, after calls under torch.inference_mode()"
     with _common.crash_is_failure(ctx, after):
         o_grad = kernel.attention(*leaves, fresh.is_causal, **f)
-        grads = torch.autograd.grad(o_grad, leaves, do)
-    want, want_lse = _common.forward(kernel, q, k, v, fresh.is_causal, **f)
-    again = [t.detach().requires_grad_() for t in (q, k, v)]
-    want_grads = torch.autograd.grad(kernel.attention(*again, fresh.is_causal, **f), again, do)
-    (bound, how), bounds = _common.output_and_gradient_bounds(q, k, v, do, fresh.is_causal, **f)
-    twice = em.two_sided_bound(bound, bound)
-    for name, got in (("o under inference mode", o_inf), ("o of attention() under inference mode",
-                                                          o_inf_attention),
-                      ("o recording gradients after inference mode", o_grad.detach())):
-        em.assert_within_bound(f"{name} vs a call outside it", got, want, twice,
-                               f"the output's bound twice; each = {how}", context=ctx)
-    for name, got, expected, (b, h) in zip(("dq", "dk", "dv"), grads, want_grads, bounds):
-        em.assert_within_bound(f"{name} after calls under inference mode vs a later call", got, expected,
-                               em.two_sided_bound(b, b), f"the gradient's bound twice; each = {h}",
-                               context=ctx)
-    if lse_inf is not None:
-        b, h = _common.lse_bound(q, k, fresh.is_causal, **f)
-        em.assert_within_bound("lse under inference mode vs a call outside it", lse_inf, want_lse,
-                               em.two_sided_bound(b, b), f"the lse's bound twice; each = {h}",
-                               context=ctx, axes=("row",))
+        dq, dk, dv = torch.autograd.grad(o_grad, leaves, do)
+    got = {"o": o_inf, "lse": lse_inf, "o of attention()": o_inf_attention,
+           "o with gradients recorded": o_grad.detach(), "dq": dq, "dk": dk, "dv": dv}
+    want = _common.results(kernel, q, k, v, do, fresh.is_causal, f)
+    want["o of attention()"] = want["o"]
+    _common.assert_results_agree(got, want, q, k, v, do, fresh.is_causal, "the calls under "
+                                 "torch.inference_mode() (o, lse) and the training call after them vs "
+                                 "calls made after, outside it", ctx, **f)

@@ -118,25 +118,8 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
     new = case.replace(seed=case.seed + 1)
     fresh = new.make_qkv(q.device)
     overwrite_in_place((q, k, v), fresh)  # a case's layout fixes its buffers, whatever the seed
-    o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
-    o_grad = kernel.attention(*leaves, case.is_causal, **f)
-    with _common.crash_is_failure(ctx, "the backward after the update"):
-        grads = torch.autograd.grad(o_grad, leaves, do)
-    o_grad = o_grad.detach()
-    want, want_lse = _common.forward(kernel, *fresh, case.is_causal, **f)
-    fresh_leaves = [t.detach().requires_grad_() for t in fresh]
-    want_grad = kernel.attention(*fresh_leaves, case.is_causal, **f)
-    want_grads = torch.autograd.grad(want_grad, fresh_leaves, do)
-    want_grad = want_grad.detach()
-    (bound, how), bounds = _common.output_and_gradient_bounds(*fresh, do, case.is_causal, **f)
+    with _common.crash_is_failure(ctx, "the calls after the update"):
+        got = _common.results(kernel, q, k, v, do, case.is_causal, f, leaves=leaves)  # the same objects
+    want = _common.results(kernel, *fresh, do, case.is_causal, f)
     what = f"the call after q, k, v were overwritten in place with {new}'s values vs a call on fresh tensors"
-    for name, got, expected in (("o", o, want), ("o with gradients recorded", o_grad, want_grad)):
-        em.assert_within_bound(f"{name}: {what}", got, expected, em.two_sided_bound(bound, bound),
-                               f"the output's bound twice; each = {how}", context=ctx)
-    for name, got, expected, (bound, how) in zip(("dq", "dk", "dv"), grads, want_grads, bounds):
-        em.assert_within_bound(f"{name}: {what}", got, expected, em.two_sided_bound(bound, bound),
-                               f"the gradient's bound twice; each = {how}", context=ctx)
-    if lse is not None:
-        bound, how = _common.lse_bound(fresh[0], fresh[1], case.is_causal, **f)
-        em.assert_within_bound(f"lse: {what}", lse, want_lse, em.two_sided_bound(bound, bound),
-                               f"the lse's bound twice; each = {how}", context=ctx, axes=("row",))
+    _common.assert_results_agree(got, want, *fresh, do, case.is_causal, what, ctx, **f)

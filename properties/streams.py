@@ -20,7 +20,6 @@ from types import ModuleType
 import torch
 
 from properties import _common
-from properties import error_model as em
 from properties.case import Case
 from properties.kernels import NotApplicable, default_device, gated, kernel_name
 
@@ -29,15 +28,6 @@ SLEEP_CYCLES = (50_000_000, 200_000_000, 800_000_000)
 H200's 1.98 GHz), longer each try: only a try in which the sleep was still running when the host had
 queued everything tests the order. A call that synchronizes with the stream on the host (``.item()``
 on a tensor there) waits out any sleep: the check then compares the results and is n/a."""
-
-
-def _results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict) -> dict:
-    """``o`` and the lse outside autograd, ``o`` with gradients recorded and its ``dq, dk, dv``."""
-    o, lse = _common.forward(kernel, q, k, v, is_causal, **features)
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    o_grad = kernel.attention(*leaves, is_causal, **features)
-    dq, dk, dv = torch.autograd.grad(o_grad, leaves, do)
-    return {"o": o, "lse": lse, "o with gradients recorded": o_grad.detach(), "dq": dq, "dk": dk, "dv": dv}
 
 
 def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> tuple[dict, bool]:
@@ -57,8 +47,8 @@ def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> t
                 for source, twin in fills:
                     twin.copy_(source)
             with _common.crash_is_failure(ctx, "the calls on a side stream"):
-                got = _results(kernel, twins["q"], twins["k"], twins["v"], twins["do"], case.is_causal,
-                               case.features())
+                got = _common.results(kernel, twins["q"], twins["k"], twins["v"], twins["do"],
+                                      case.is_causal, case.features())
             got = {name: None if t is None else t.clone() for name, t in got.items()}
         conclusive = not slept.query()  # still sleeping: everything above was queued behind it
         torch.cuda.synchronize(device)
@@ -84,21 +74,11 @@ def check_current_stream(kernel: ModuleType, case: Case, device=None) -> None:
     q, k, v = case.make_qkv(device)
     do = case.make_grad_out(device)
     f = case.features()
-    want = _results(kernel, q, k, v, do, case.is_causal, f)
+    want = _common.results(kernel, q, k, v, do, case.is_causal, f)
     got, conclusive = _on_side_stream(kernel, case, {"q": q, "k": k, "v": v, "do": do}, ctx)
-    (bound, how), bounds = _common.output_and_gradient_bounds(q, k, v, do, case.is_causal, **f)
-    each = {name: (bound, f"the output's bound twice; each = {how}")
-            for name in ("o", "o with gradients recorded")}
-    for name, (b, h) in zip(("dq", "dk", "dv"), bounds):
-        each[name] = (b, f"the gradient's bound twice; each = {h}")
-    if want["lse"] is not None:
-        b, h = _common.lse_bound(q, k, case.is_causal, **f)
-        each["lse"] = (b, f"the lse's bound twice; each = {h}")
-    what = ("the call inside torch.cuda.stream(side), behind a sleep and its inputs' copies, vs on the "
-            "default stream")
-    for name, (b, how) in each.items():
-        em.assert_within_bound(f"{name}: {what}", got[name], want[name], em.two_sided_bound(b, b), how,
-                               context=ctx, axes=("row",) if name == "lse" else ("row", "col"))
+    _common.assert_results_agree(got, want, q, k, v, do, case.is_causal, "the call inside "
+                                 "torch.cuda.stream(side), behind a sleep and its inputs' copies, vs on the "
+                                 "default stream", ctx, **f)
     if not conclusive:
         raise NotApplicable(
             f"check_current_stream on kernel {kernel_name(kernel)}, {case}: the host had not queued the "
