@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from properties.kernels import NotApplicable
@@ -19,3 +21,12 @@ def run_check(check, kernel, case) -> None:
         check(kernel, case)
     except NotApplicable as reason:
         pytest.skip(str(reason))
+
+
+def shell_env(**extra: str) -> dict[str, str]:
+    """The environment for a command run as a person runs it, in a subprocess: this one's, less the
+    ``TRITON_INTERPRET`` that conftest.py set here (flash._runtime, on a machine without CUDA), which
+    a person's shell does not have: each command must make that choice itself (inherited, it hid
+    ``python -m fuzz repro ... --kernel flash`` failing every check on the CPU); plus ``extra``."""
+    inherited = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    return {**inherited, **extra}

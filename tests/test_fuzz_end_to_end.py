@@ -7,13 +7,13 @@ kernel that kills its process (``tests/broken/fuzz_exit_on_one_key.py``) is repo
 one case while the run goes on. Each command runs as a person would run it, in a subprocess.
 """
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from properties.case import Case
+from tests.helpers import shell_env
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = "tests.broken.fuzz_tail_key"
@@ -22,12 +22,8 @@ OUTPUT = "check_output_matches_oracle"
 
 
 def _run(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    # Without the TRITON_INTERPRET that conftest.py set in this process (flash._runtime, on a
-    # machine without CUDA): a person's shell has none, and the commands must decide it themselves
-    # (inherited, it hid `python -m fuzz repro ... --kernel flash` failing every check on the CPU).
-    inherited = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=timeout, env={**inherited, **(env or {})})
+                            timeout=timeout, env=shell_env(**(env or {})))
     print(f"$ python {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}")
     return result
 

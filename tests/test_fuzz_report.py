@@ -9,7 +9,6 @@ end-to-end run fuzzes two fast kernel modules (the oracle, and a float32 module 
 """
 
 import functools
-import os
 import re
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from fuzz.runner import CheckResult
 from properties import check_output_matches_oracle, check_rows_normalized, load_kernel
 from properties import error_model as em
 from properties.case import Case
+from tests.helpers import shell_env
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = functools.partial(_command, "repro")
@@ -134,7 +134,7 @@ def test_report_end_to_end(tmp_path):
             "--check", "check_output_matches_oracle", "--check", "check_lse_matches_oracle",
             "--check", "check_softcap", "--db", str(tmp_path / "db"), "--output", str(output)]
     run = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "HYPOTHESIS_PROFILE": "dev"})
+                         env=shell_env(HYPOTHESIS_PROFILE="dev"))
     print(f"$ python {' '.join(args)}  (exit {run.returncode})\n{run.stdout}{run.stderr}")
     assert run.returncode == 1  # a FAIL
     assert output.read_text() == run.stdout
@@ -159,7 +159,7 @@ def test_report_with_workers(tmp_path):
             "--size", "cpu-quick", "--check", "check_output_matches_oracle", "--check",
             "check_lse_matches_oracle", "--workers", "2", "--db", str(tmp_path / "db")]
     run = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=180,
-                         env={**os.environ, "HYPOTHESIS_PROFILE": "dev"})
+                         env=shell_env(HYPOTHESIS_PROFILE="dev"))
     print(f"$ python {' '.join(args)}  (exit {run.returncode})\n{run.stdout}{run.stderr}")
     assert run.returncode == 0
     rows = _rows(run.stdout)

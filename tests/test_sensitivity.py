@@ -26,6 +26,7 @@ from properties import (
     load_kernel,
 )
 from properties import error_model as em
+from tests.helpers import shell_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = Case(33, 40, 16, (2,), "float16", False)
@@ -132,7 +133,7 @@ def test_sample_is_the_same_for_the_same_seed():
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, "-m", "fuzz", "sensitivity", *args], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, env=shell_env())
     print(result.stdout, result.stderr)
     return result
 
