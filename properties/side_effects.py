@@ -19,8 +19,6 @@ from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated
 
-_memory = _common.memory_of
-
 
 class Snapshot:
     """Copies of named tensors and of all the memory they are views of, to compare after a call.
@@ -33,7 +31,7 @@ class Snapshot:
     def __init__(self, tensors: dict[str, torch.Tensor], compare=None) -> None:
         self.tensors = tensors
         self.views = {name: t.detach().clone() for name, t in tensors.items()}
-        self.memory = {name: _memory(t).clone() for name, t in tensors.items()}
+        self.memory = {name: _common.memory_of(t).clone() for name, t in tensors.items()}
         self.compare = compare or (lambda name, label, now, before, context: em.assert_bit_equal(
             label, now, before, context=context))
 
@@ -42,7 +40,7 @@ class Snapshot:
             label = f"input {name} after {when} (a call must not write to its inputs)"
             # The elements first: the message then names the first one written.
             self.compare(name, label, t.detach(), self.views[name], context)
-            now, before = _memory(t), self.memory[name]
+            now, before = _common.memory_of(t), self.memory[name]
             if not torch.equal(now, before):
                 changed = (now != before).nonzero()
                 raise AssertionError(
@@ -91,7 +89,7 @@ def overwrite_in_place(tensors, values) -> None:
     same memory, as a caller refills its buffers between calls."""
     with torch.no_grad():
         for t, new in zip(tensors, values, strict=True):
-            _memory(t).copy_(_memory(new))
+            _common.memory_of(t).copy_(_common.memory_of(new))
 
 
 @gated

@@ -188,10 +188,7 @@ def test_gpu_broken_module_fails_its_check(check_name):
     check(load_kernel("tests.conforming"), CASE)
     with pytest.raises(AssertionError) as failure:
         check(load_kernel(f"tests.broken.{module}"), CASE)
-    message = str(failure.value)
-    for fragment in (check_name, f"kernel tests.broken.{module}", "Case(n_q=", "batch ("):
-        assert fragment in message, f"{fragment!r} missing from: {message}"
-    assert "bound" in message or "non-finite values" in message, f"no bound in: {message}"
+    _assert_full_message(check_name, module, str(failure.value))
 
 
 @pytest.mark.gpu
@@ -208,18 +205,23 @@ def test_property_gpu_grid_has_more_slices_than_a_grid_axis_takes():
     assert "invalid argument" in str(failure.value) or "grid" in str(failure.value).lower(), failure.value
 
 
+def _assert_full_message(check_name: str, module: str, message: str) -> None:
+    """The failure names the check, the module, the case, and (unless a call raised, which has none)
+    the worst element and the bound."""
+    for fragment in (check_name, f"kernel tests.broken.{module}", "Case(n_q="):
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+    if " raised " not in message:
+        assert "bound" in message or "non-finite values" in message, f"no bound in: {message}"
+        assert "batch (" in message or "d o[" in message, f"no worst element in: {message}"
+
+
 def _assert_fails(check_name: str, module: str, expected: set[str]) -> None:
     """``tests.broken.<module>`` fails ``check_name`` on CASE with a full message, and fails exactly
     the checks ``expected``."""
     kernel = load_kernel(f"tests.broken.{module}")
     failed = _failures(kernel, CASE)
     assert check_name in failed, f"{check_name} did not catch tests.broken.{module}"
-    message = failed[check_name]
-    for fragment in (check_name, f"kernel tests.broken.{module}", "Case(n_q="):
-        assert fragment in message, f"{fragment!r} missing from: {message}"
-    if " raised " not in message:  # a call that raises has no element or bound to name
-        assert "bound" in message or "non-finite values" in message, f"no bound in: {message}"
-        assert "batch (" in message or "d o[" in message, f"no worst element in: {message}"
+    _assert_full_message(check_name, module, failed[check_name])
     assert set(failed) == expected, (
         f"tests.broken.{module}: failing checks {sorted(failed)}, expected {sorted(expected)}"
     )
@@ -417,13 +419,14 @@ def test_a_write_into_the_gaps_of_an_input_fails_check_inputs_unchanged():
 
     import torch
 
-    from properties.side_effects import _memory, check_inputs_unchanged
+    from properties._common import memory_of
+    from properties.side_effects import check_inputs_unchanged
     from tests import conforming
 
     def attention(q, k, v, is_causal=False, **features):
         o = conforming.attention(q, k, v, is_causal, **features)
         with torch.no_grad():
-            _memory(q)[-1] ^= 1  # the last byte of q's buffer: a gap after its last slice
+            memory_of(q)[-1] ^= 1  # the last byte of q's buffer: a gap after its last slice
         return o
 
     kernel = types.ModuleType("writes_into_gaps")

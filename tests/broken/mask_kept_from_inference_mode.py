@@ -28,10 +28,7 @@ def _hidden(q, k, is_causal, window, causal_alignment) -> torch.Tensor:
 
 
 def _scores(q, k, is_causal, scale=None, window=None, softcap=None, causal_alignment="top_left"):
-    s = torch.matmul(conforming.up(q), conforming.kv_heads(q, conforming.up(k)).transpose(-2, -1))
-    s = s * conforming.softmax_scale(q, scale)
-    if softcap:
-        s = conforming.cap(s, softcap)
+    s = conforming.scores(q, k, False, scale, None, softcap, causal_alignment)  # every key seen
     return s.masked_fill(_hidden(q, k, is_causal, window, causal_alignment), conforming.HIDDEN)
 
 
