@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from properties.kernels import NotApplicable
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def case_params(cases, *, gpu: bool = False):
@@ -23,10 +28,14 @@ def run_check(check, kernel, case) -> None:
         pytest.skip(str(reason))
 
 
-def shell_env(**extra: str) -> dict[str, str]:
-    """The environment for a command run as a person runs it, in a subprocess: this one's, less the
-    ``TRITON_INTERPRET`` that conftest.py set here (flash._runtime, on a machine without CUDA), which
-    a person's shell does not have: each command must make that choice itself (inherited, it hid
-    ``python -m fuzz repro ... --kernel flash`` failing every check on the CPU); plus ``extra``."""
+def run_as_a_person(*args: str, timeout: float, **extra_env: str) -> subprocess.CompletedProcess:
+    """``python *args`` from the repository root in a subprocess, as a person runs it, printed for the
+    test's log. The environment is this one's, less the ``TRITON_INTERPRET`` that conftest.py set
+    here (flash._runtime, on a machine without CUDA), which a person's shell does not have: each
+    command must make that choice itself (inherited, it hid ``python -m fuzz repro ... --kernel
+    flash`` failing every check on the CPU); plus ``extra_env``."""
     inherited = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    return {**inherited, **extra}
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                            timeout=timeout, env={**inherited, **extra_env})
+    print(f"$ python {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}")
+    return result

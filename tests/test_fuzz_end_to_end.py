@@ -9,11 +9,10 @@ one case while the run goes on. Each command runs as a person would run it, in a
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from properties.case import Case
-from tests.helpers import shell_env
+from tests.helpers import run_as_a_person
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = "tests.broken.fuzz_tail_key"
@@ -22,10 +21,7 @@ OUTPUT = "check_output_matches_oracle"
 
 
 def _run(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=timeout, env=shell_env(**(env or {})))
-    print(f"$ python {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}")
-    return result
+    return run_as_a_person(*args, timeout=timeout, **(env or {}))
 
 
 def _minimal_case(stdout: str) -> Case:

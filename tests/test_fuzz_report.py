@@ -10,8 +10,6 @@ end-to-end run fuzzes two fast kernel modules (the oracle, and a float32 module 
 
 import functools
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,7 @@ from fuzz.runner import CheckResult
 from properties import check_output_matches_oracle, check_rows_normalized, load_kernel
 from properties import error_model as em
 from properties.case import Case
-from tests.helpers import shell_env
+from tests.helpers import run_as_a_person
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = functools.partial(_command, "repro")
@@ -133,9 +131,7 @@ def test_report_end_to_end(tmp_path):
             "--budget", "20", "--shrink-budget", "5", "--seed", "0", "--size", "cpu-quick",
             "--check", "check_output_matches_oracle", "--check", "check_lse_matches_oracle",
             "--check", "check_softcap", "--db", str(tmp_path / "db"), "--output", str(output)]
-    run = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env=shell_env(HYPOTHESIS_PROFILE="dev"))
-    print(f"$ python {' '.join(args)}  (exit {run.returncode})\n{run.stdout}{run.stderr}")
+    run = run_as_a_person(*args, timeout=120, HYPOTHESIS_PROFILE="dev")
     assert run.returncode == 1  # a FAIL
     assert output.read_text() == run.stdout
     rows = _rows(run.stdout)
@@ -158,9 +154,7 @@ def test_report_with_workers(tmp_path):
     args = ["-m", "fuzz", "report", "--kernel", "oracle.adapters.dense", "--budget", "12", "--seed", "0",
             "--size", "cpu-quick", "--check", "check_output_matches_oracle", "--check",
             "check_lse_matches_oracle", "--workers", "2", "--db", str(tmp_path / "db")]
-    run = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=180,
-                         env=shell_env(HYPOTHESIS_PROFILE="dev"))
-    print(f"$ python {' '.join(args)}  (exit {run.returncode})\n{run.stdout}{run.stderr}")
+    run = run_as_a_person(*args, timeout=180, HYPOTHESIS_PROFILE="dev")
     assert run.returncode == 0
     rows = _rows(run.stdout)
     for name in ("check_output_matches_oracle", "check_lse_matches_oracle"):

@@ -9,7 +9,6 @@ not, while the lse's reference was computed in float16).
 import math
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from properties import (
     load_kernel,
 )
 from properties import error_model as em
-from tests.helpers import shell_env
+from tests.helpers import run_as_a_person
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = Case(33, 40, 16, (2,), "float16", False)
@@ -132,10 +131,7 @@ def test_sample_is_the_same_for_the_same_seed():
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "fuzz", "sensitivity", *args], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300, env=shell_env())
-    print(result.stdout, result.stderr)
-    return result
+    return run_as_a_person("-m", "fuzz", "sensitivity", *args, timeout=300)
 
 
 def test_command_writes_the_page_with_its_command(tmp_path):
