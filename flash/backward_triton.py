@@ -60,6 +60,7 @@ from flash.scores import (
     Features,
     diagonal,
     key_range,
+    probability_from_lse,
     query_range,
     resolve,
     scores,
@@ -175,12 +176,12 @@ def _dkdv_query_tiles(
         # P, not the scores, is masked: with the scores masked, a tile's P differed in the last
         # bit masked or not (H200, 2026-12-04; the compiler fuses exp2's argument differently),
         # so the gradients depended on the loops chosen (loop_shape) and a packed sequence was
-        # not bit for bit itself alone (BATCH_INVARIANT). Masked after exp2 no bit differs. exp2
-        # may overflow to inf on a hidden score; where drops it (it is never multiplied). A row
-        # that sees no key has lse = -inf and exp2(+inf) everywhere, all of it hidden: so it
-        # needs no guard on lse (a guard here was an equivalent mutant and was removed).
+        # not bit for bit itself alone (BATCH_INVARIANT). Masked after exp2 no bit differs. P is
+        # capped at 1 (flash.scores.probability_from_lse); where drops hidden entries. A row that
+        # sees no key has lse = -inf, so P = 1 everywhere, all of it hidden: it needs no guard on
+        # lse (a guard here was an equivalent mutant and was removed).
         st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
-        pt = tl.exp2(st - lse[None, :])
+        pt = probability_from_lse(st, lse[None, :])
         if MASKED:
             seen = visible(mask_q[None, :], rows[None, :], offs_k[:, None], lo_diag, hi_diag,
                            HAS_LEFT, HAS_RIGHT)
@@ -337,7 +338,7 @@ def _dq_key_tiles(
         # -- recompute P; keys past the end (and outside the band) get P = 0, masked after exp2
         # as in _dkdv_query_tiles, so that a tile's bits do not depend on the loop it runs in --
         s, t = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
-        p = tl.exp2(s - lse[:, None])
+        p = probability_from_lse(s, lse[:, None])
         if MASKED:
             seen = visible(mask_k[None, :], offs_q[:, None], cols[None, :], lo_diag, hi_diag,
                            HAS_LEFT, HAS_RIGHT)

@@ -109,6 +109,35 @@ def _fast_divide(x, y):
 
 
 @triton.jit
+def _rounded_product(x, y):
+    """``x * y`` rounded to float32 on its own (``mul.rn.f32``), never fused into what follows.
+
+    A score feeds both the row max ``m`` and ``exp2(s - m)``; the compiler would contract
+    ``s * scale - m`` into one FMA whose product is not rounded, so the row's largest key got
+    ``exp2`` of its score's rounding error instead of ``exp2(0) = 1``: NaN from base-2 scores of
+    about ``2^31`` (docs/findings.md, finding 20). Rounded once, the max and the exponent see the
+    same score. The interpreter rounds every product anyway (and has no libdevice): there, ``*``."""
+    if _INTERPRET:
+        product = x * y
+    else:
+        product = libdevice.mul_rn(x, y)
+    return product
+
+
+@triton.jit
+def probability_from_lse(s, lse):
+    """``exp2(s - lse)`` (base 2, broadcast), capped at 1 as every softmax probability is.
+
+    The backward recomputes P from the float32 lse the forward saved, whose rounding is a fixed
+    fraction of its size: past base-2 lse of about ``2^31`` that rounding exceeds 128, and the
+    row's largest key's ``exp2`` overflowed to inf, then the gradients to NaN (docs/findings.md,
+    finding 20). The cap keeps them finite. Below about ``2^24`` the argument is within a few
+    float32 ulp of 0, so the cap moves nothing the error model does not already allow. NaN stays
+    NaN (the GPU's plain min would return 0)."""
+    return tl.exp2(tl.minimum(s - lse, 0.0, propagate_nan=tl.PropagateNan.ALL))
+
+
+@triton.jit
 def tanh(x):
     """tanh to a few float32 ulp *relative*, for every ``x`` (the interpreter has no tanh).
 
@@ -248,10 +277,11 @@ def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl
     for every input dtype: a single key's lse off by 1.5e-5 where float32 allows 9.5e-6, and an
     lse 9.3e-5 off where the bound was 3.4e-5 (docs/speed.md, Decoding; its speed was not measured)."""
     s = tl.dot(q, kt, input_precision=INPUT_PRECISION)
+    # Each score is rounded before anything subtracts from it (:func:`_rounded_product`).
     if SOFTCAP:
         t = tanh(s * qk_scale)
-        s = t * cap_log2
+        s = _rounded_product(t, cap_log2)
     else:
         t = s * 0.0
-        s = s * qk_scale
+        s = _rounded_product(s, qk_scale)
     return s, t

@@ -6,11 +6,13 @@
   see :func:`check_single_key`);
 - identical keys get equal weights: ``o_i`` is the mean of the values row ``i`` sees;
 - large logits: a kernel that subtracts the running max never exponentiates a positive number,
-  so scores of 1e4 must give no NaN or inf and still meet the error model.
+  so scores of 1e4 must give no NaN or inf and still meet the error model;
+- extreme scores (1e10, 1e30): still no NaN or inf, anywhere, the backward included.
 """
 
 from __future__ import annotations
 
+import math
 from types import ModuleType
 
 import torch
@@ -19,7 +21,7 @@ from oracle.dense import dense_attention, dense_scores, expand_kv
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
-from properties.kernels import default_device, gated, kernel_name
+from properties.kernels import NotApplicable, default_device, gated, kernel_name
 
 
 @gated
@@ -173,3 +175,79 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
     if lse is not None:
         em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=em.LSE_DTYPE,
                                      **em.lse_scales(q, k, lse64, scale=scale), context=ctx, axes=("row",))
+
+
+EXTREME_SCORES = (1e10, 1e30)
+"""Largest |scaled score| :func:`check_extreme_scores_finite` drives float32 and bfloat16 calls to:
+past ``1.5e9``, where exp2 of a fused ``s * scale - m`` overflows (docs/findings.md, finding 20),
+and near float32's top, with a factor of ``2^26`` left for a kernel's change of base."""
+
+
+@gated
+def check_extreme_scores_finite(kernel: ModuleType, case: Case, device=None) -> None:
+    """q (and k, for what q cannot take) scaled so that the largest |scaled score| reaches each of
+    :data:`EXTREME_SCORES`: ``o`` finite and in the convex hull of the visible values (the check of
+    :func:`check_convex_hull`; nearer than that no kernel can be held, as the scores' own rounding
+    then spans many units), ``lse`` within the error model (a row's largest score to a few float32
+    units of its size), and ``dq, dk, dv`` finite wherever the float64 oracle's fit the dtype.
+
+    The float32 lse the contract saves is off by a fixed fraction of its size, so gradients
+    recomputed from it cannot be accurate at such scores; finite they can always be, as every
+    probability is at most 1. float16 is n/a: its range ends near :func:`large_score`'s 1e3, where
+    :func:`check_large_logits_stable` holds it to the error model.
+    """
+    device = device or default_device()
+    q0, k0, v0 = case.make_qkv("cpu")
+    if q0.dtype == torch.float16:
+        raise NotApplicable(f"{case}: float16 scores stop near 1e3, check_large_logits_stable's target")
+    f = case.features()
+    room = torch.finfo(q0.dtype).max / 4
+    scores = dense_scores(q0.double(), k0.double(), False, scale=f.get("scale"))  # before any softcap
+    peak = float(scores.abs().max()) if scores.numel() else 0.0
+    for target in EXTREME_SCORES:
+        f_q = f_k = 1.0  # no score to move (scale 0, q or k all zero): the check runs as it is
+        if peak > 0:
+            # Split the factor so that q and k end equally large (and each inside the dtype): a
+            # q near the dtype's top would overflow gradients whose exact value is about 0 but
+            # whose rounding is not (dk = scale dS^T q, dS = 0 for a single key).
+            top_q, top_k = float(q0.abs().max()), float(k0.abs().max())
+            f_q = min(math.sqrt(target / peak * top_k / top_q), room / top_q)
+            f_k = min(target / peak / f_q, room / top_k)
+        q = (q0.double() * f_q).to(q0.dtype)
+        k = (k0.double() * f_k).to(k0.dtype)
+        ctx = (f"check_extreme_scores_finite failed for kernel {kernel_name(kernel)} on {case} with q "
+               f"scaled by {f_q:.4g} and k by {f_k:.4g} (largest |score| about {target:g})")
+        _assert_finite_at(kernel, case, q, k, v0, ctx, device)
+
+
+def _assert_finite_at(kernel: ModuleType, case: Case, q, k, v, ctx: str, device) -> None:
+    """The forward and backward of :func:`check_extreme_scores_finite` on CPU inputs q, k, v."""
+    f = case.features()
+    q, k, v = (_common.place(t, case, device, name) for t, name in ((q, "q"), (k, "k"), (v, "v")))
+    o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
+    v64 = expand_kv(q, v).double()
+    lo, hi = _visible_extremes(v64, _common.visible(case, v.device))
+    slack = em.probability_sum_bound(q.dtype, case.n_k) * float(v.abs().max())
+    o64 = o.double()
+    outside = torch.maximum(lo - o64, o64 - hi).clamp(min=0).where(torch.isfinite(o64), o64)
+    em.assert_within_bound(
+        "output is finite and in the convex hull of the visible values", outside,
+        torch.zeros_like(outside), slack, f"probability_sum_bound x max|v| = {slack:.3e}", context=ctx,
+    )
+    if lse is not None:
+        with torch.no_grad():
+            _, lse64 = dense_attention(q, k, v, case.is_causal, **f)
+            _, lse_ref = dense_attention(q, k, v, case.is_causal,
+                                         compute_dtype=em.lse_reference_dtype(q.dtype), **f)
+        em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=em.LSE_DTYPE,
+                                     **em.lse_scales(q, k, lse64, scale=case.softmax_scale), context=ctx,
+                                     axes=("row",))
+    do = _common.place(torch.randn(o.shape, generator=torch.Generator().manual_seed(case.seed)).to(q.dtype),
+                       case, device, "do")
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    got = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
+    leaves64 = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    want = torch.autograd.grad(dense_attention(*leaves64, case.is_causal, **f)[0], leaves64, do.double())
+    for name, g, g64 in zip(("dq", "dk", "dv"), got, want):
+        actual, expected = em.saturated(g, g64)
+        em.assert_finite_where_expected(f"{name} is finite", actual, expected, context=ctx)

@@ -158,20 +158,20 @@ CATALOGUE: tuple[Mutant, ...] = (
            "dk/dv's masked tiles weigh hidden entries 1e-6, not 0: a key's dk, dv take a little of every "
            "query that must not see it; backward, any mask"),
     Mutant("dkdv_masks_scores", B,
-           "        pt = tl.exp2(st - lse[None, :])\n        if MASKED:\n",
+           "        pt = probability_from_lse(st, lse[None, :])\n        if MASKED:\n",
            "        if MASKED:\n            st = tl.where(visible(mask_q[None, :], rows[None, :], offs_k[:, None], "
            "lo_diag, hi_diag, HAS_LEFT, HAS_RIGHT), st, float(\"-inf\"))\n"
-           "        pt = tl.exp2(st - lse[None, :])\n        if MASKED:\n",
+           "        pt = probability_from_lse(st, lse[None, :])\n        if MASKED:\n",
            "dk/dv mask the scores before exp2 (P is still zeroed after): the right gradients, but a "
            "masked tile's P differs in the last bit from the same tile unmasked, so a packed sequence "
            "(three runs) is not bit for bit itself alone (one loop: loop_shape), as BATCH_INVARIANT "
            "promises; varlen backward, d > 64, a band, a sequence with lengths multiples of 16. The "
            "interpreter's masking moves no bit", gpu_only=True),
     Mutant("dq_masks_scores", B,
-           "        p = tl.exp2(s - lse[:, None])\n        if MASKED:\n",
+           "        p = probability_from_lse(s, lse[:, None])\n        if MASKED:\n",
            "        if MASKED:\n            s = tl.where(visible(mask_k[None, :], offs_q[:, None], cols[None, :], "
            "lo_diag, hi_diag, HAS_LEFT, HAS_RIGHT), s, float(\"-inf\"))\n"
-           "        p = tl.exp2(s - lse[:, None])\n        if MASKED:\n",
+           "        p = probability_from_lse(s, lse[:, None])\n        if MASKED:\n",
            "dq masks the scores before exp2, as dkdv_masks_scores; varlen backward, d > 64, a band, a "
            "sequence with lengths multiples of 16. The interpreter's masking moves no bit", gpu_only=True),
     Mutant("dkdv_causal_loop_starts_late", S, "lo = (tl.maximum(first_col - hi_diag, 0) // BLOCK_Q) * BLOCK_Q",
@@ -322,6 +322,17 @@ CATALOGUE: tuple[Mutant, ...] = (
            "features = resolve(d, is_causal, scale, window, softcap, causal_alignment)",
            "features = resolve(padded_head_dim(d), is_causal, scale, window, softcap, causal_alignment)",
            "the default scale from the padded head dim, 1/sqrt(32) for d = 24; forward, d not a power of two"),
+    Mutant("score_product_fused", S, "        product = libdevice.mul_rn(x, y)", "        product = x * y",
+           "the scaled score not rounded on its own: the compiler fuses s * scale - m into one FMA, so "
+           "the row's largest key gets exp2 of its score's rounding error, not exp2(0): NaN past "
+           "scaled scores of about 1.5e9 (finding 20); float32 or bfloat16. The interpreter rounds "
+           "every product", gpu_only=True),
+    Mutant("backward_p_uncapped", S,
+           "return tl.exp2(tl.minimum(s - lse, 0.0, propagate_nan=tl.PropagateNan.ALL))",
+           "return tl.exp2(s - lse)",
+           "the backward's P recomputed from the saved lse without the cap at 1: past base-2 lse of "
+           "about 2^31 the float32 lse's rounding overflows exp2, and dq, dk, dv turn NaN; backward, "
+           "float32 or bfloat16, scores of 1e10"),
     Mutant("exponent_in_half", F, "p = tl.exp2(s - m_use[:, None])",
            "p = tl.exp2((s - m_use[:, None]).to(tl.float16).to(tl.float32))",
            "the exponent s - m rounded to float16 before exp2, also for float32 inputs: weights off by "
