@@ -125,16 +125,22 @@ def _rounded_product(x, y):
 
 
 @triton.jit
-def probability_from_lse(s, lse):
-    """``exp2(s - lse)`` (base 2, broadcast), capped at 1 as every softmax probability is.
+def lse_base2(lse):
+    """The saved lse (natural log) in base 2, for the backward's ``P = exp2(s - lse)``; past
+    ``2^24`` raised by 4 float32 units of itself.
 
-    The backward recomputes P from the float32 lse the forward saved, whose rounding is a fixed
-    fraction of its size: past base-2 lse of about ``2^31`` that rounding exceeds 128, and the
-    row's largest key's ``exp2`` overflowed to inf, then the gradients to NaN (docs/findings.md,
-    finding 20). The cap keeps them finite. Below about ``2^24`` the argument is within a few
-    float32 ulp of 0, so the cap moves nothing the error model does not already allow. NaN stays
-    NaN (the GPU's plain min would return 0)."""
-    return tl.exp2(tl.minimum(s - lse, 0.0, propagate_nan=tl.PropagateNan.ALL))
+    That lse is rounded twice (stored in natural log, then scaled back), so it may fall a few units
+    below the row's largest score: harmless while a unit is small, but past base-2 lse of about
+    ``2^31`` a unit exceeds 32 and that key's ``exp2`` overflowed to inf, then the gradients to
+    NaN (docs/findings.md, finding 20). Raised past every such error, no ``P`` exceeds 1 there.
+    Below ``2^24`` the error is at most ``exp2(5)`` and finite, and nothing changes. One add per
+    row, where a cap on each ``P`` cost an instruction per score. -inf (a row that sees no key)
+    and NaN pass as they are."""
+    lse2 = lse * 1.4426950408889634
+    size = tl.abs(lse2)
+    big = (size > 16777216.0) & (size < float("inf"))  # past 2^24, finite
+    pad = tl.where(big, size * 4.76837158203125e-07, 0.0)  # 4 units: 2^-21 of the size
+    return lse2 + pad
 
 
 @triton.jit
@@ -267,9 +273,14 @@ def unmasked_query_range(first_col, last_col, n_q, lo_diag, hi_diag, lo, hi, BLO
 
 
 @triton.jit
-def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+           ROUNDED: tl.constexpr = True):
     """Base-2 scores ``q @ kt`` and, with a softcap, ``tanh(scale q.k / c)`` (else zeros)
     for the backward's derivative ``1 - tanh^2``.
+
+    ``ROUNDED``: each score rounded on its own (:func:`_rounded_product`), as the forward needs for
+    its row max; the backward subtracts a saved lse (:func:`lse_base2`), not a max of these
+    scores, and lets the compiler fuse ``s - lse`` into the product (one FMA per score).
 
     tanh is :func:`tanh`, a few float32 ulp, for every dtype. The GPU's ``tanh.approx.f32`` (one
     instruction, what FlashAttention-2's softcap uses) was tried for 16-bit inputs on the H200
@@ -277,11 +288,16 @@ def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl
     for every input dtype: a single key's lse off by 1.5e-5 where float32 allows 9.5e-6, and an
     lse 9.3e-5 off where the bound was 3.4e-5 (docs/speed.md, Decoding; its speed was not measured)."""
     s = tl.dot(q, kt, input_precision=INPUT_PRECISION)
-    # Each score is rounded before anything subtracts from it (:func:`_rounded_product`).
     if SOFTCAP:
         t = tanh(s * qk_scale)
-        s = _rounded_product(t, cap_log2)
+        if ROUNDED:
+            s = _rounded_product(t, cap_log2)
+        else:
+            s = t * cap_log2
     else:
         t = s * 0.0
-        s = _rounded_product(s, qk_scale)
+        if ROUNDED:
+            s = _rounded_product(s, qk_scale)
+        else:
+            s = s * qk_scale
     return s, t

@@ -65,8 +65,9 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   bfloat16 inputs whose scaled scores reach 1e10 or 1e30, ``o`` is finite and in the convex hull
   of the visible values, ``lse`` within the error model, and the gradients finite wherever the
   float64 oracle's fit the dtype (``check_extreme_scores_finite``; float16's range ends near the
-  1e3 of ``check_large_logits_stable``). Past about 1e7 the gradients need not be accurate: the
-  float32 lse they are recomputed from is itself off by a fixed fraction of its size.
+  1e3 of ``check_large_logits_stable``, so its cases run there as float32). Past about 1e7 the
+  gradients need not be accurate: the float32 lse they are recomputed from is itself off by a
+  fixed fraction of its size.
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
   gradients (``check_deterministic``); and the backward of one forward may run more than once
   (``retain_graph=True``), each time with the same gradients (``check_backward_repeatable``).

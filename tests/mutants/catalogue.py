@@ -158,20 +158,20 @@ CATALOGUE: tuple[Mutant, ...] = (
            "dk/dv's masked tiles weigh hidden entries 1e-6, not 0: a key's dk, dv take a little of every "
            "query that must not see it; backward, any mask"),
     Mutant("dkdv_masks_scores", B,
-           "        pt = probability_from_lse(st, lse[None, :])\n        if MASKED:\n",
+           "        pt = tl.exp2(st - lse[None, :])\n        if MASKED:\n",
            "        if MASKED:\n            st = tl.where(visible(mask_q[None, :], rows[None, :], offs_k[:, None], "
            "lo_diag, hi_diag, HAS_LEFT, HAS_RIGHT), st, float(\"-inf\"))\n"
-           "        pt = probability_from_lse(st, lse[None, :])\n        if MASKED:\n",
+           "        pt = tl.exp2(st - lse[None, :])\n        if MASKED:\n",
            "dk/dv mask the scores before exp2 (P is still zeroed after): the right gradients, but a "
            "masked tile's P differs in the last bit from the same tile unmasked, so a packed sequence "
            "(three runs) is not bit for bit itself alone (one loop: loop_shape), as BATCH_INVARIANT "
            "promises; varlen backward, d > 64, a band, a sequence with lengths multiples of 16. The "
            "interpreter's masking moves no bit", gpu_only=True),
     Mutant("dq_masks_scores", B,
-           "        p = probability_from_lse(s, lse[:, None])\n        if MASKED:\n",
+           "        p = tl.exp2(s - lse[:, None])\n        if MASKED:\n",
            "        if MASKED:\n            s = tl.where(visible(mask_k[None, :], offs_q[:, None], cols[None, :], "
            "lo_diag, hi_diag, HAS_LEFT, HAS_RIGHT), s, float(\"-inf\"))\n"
-           "        p = probability_from_lse(s, lse[:, None])\n        if MASKED:\n",
+           "        p = tl.exp2(s - lse[:, None])\n        if MASKED:\n",
            "dq masks the scores before exp2, as dkdv_masks_scores; varlen backward, d > 64, a band, a "
            "sequence with lengths multiples of 16. The interpreter's masking moves no bit", gpu_only=True),
     Mutant("dkdv_causal_loop_starts_late", S, "lo = (tl.maximum(first_col - hi_diag, 0) // BLOCK_Q) * BLOCK_Q",
@@ -179,7 +179,7 @@ CATALOGUE: tuple[Mutant, ...] = (
            "dk/dv skip the query tile holding the diagonal; causal, any n"),
     Mutant("dq_lse_in_natural_log", B,
            "    lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)\n"
-           "    lse = lse * 1.4426950408889634  # base 2\n",
+           "    lse = lse_base2(lse)  # base 2, past 2^24 raised above its rounding\n",
            "    lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)\n",
            "dq recomputes P = exp2(s - lse) with the lse left in natural log; any input"),
     # -- packed variable-length input (flash.varlen; dense calls never take these paths) --
@@ -230,7 +230,7 @@ CATALOGUE: tuple[Mutant, ...] = (
            "D = rowsum(do * o) reads the padded head-dim columns (the next row's values); backward, d not "
            "a power of two"),
     Mutant("dkdv_lse_in_natural_log", B,
-           "        lse = lse * 1.4426950408889634  # base 2\n        # -- recompute P^T",
+           "        lse = lse_base2(lse)  # base 2, past 2^24 raised above its rounding\n        # -- recompute P^T",
            "        # -- recompute P^T",
            "dk/dv recompute P = exp2(s - lse) with the lse left in natural log; backward, any input"),
     Mutant("gqa_dkdv_lse_of_kv_head", B, "lse_base = LSE + q_slice.to(tl.int64) * stride_ls",
@@ -327,12 +327,10 @@ CATALOGUE: tuple[Mutant, ...] = (
            "the row's largest key gets exp2 of its score's rounding error, not exp2(0): NaN past "
            "scaled scores of about 1.5e9 (finding 20); float32 or bfloat16. The interpreter rounds "
            "every product", gpu_only=True),
-    Mutant("backward_p_uncapped", S,
-           "return tl.exp2(tl.minimum(s - lse, 0.0, propagate_nan=tl.PropagateNan.ALL))",
-           "return tl.exp2(s - lse)",
-           "the backward's P recomputed from the saved lse without the cap at 1: past base-2 lse of "
-           "about 2^31 the float32 lse's rounding overflows exp2, and dq, dk, dv turn NaN; backward, "
-           "float32 or bfloat16, scores of 1e10"),
+    Mutant("backward_lse_not_raised", S, "    return lse2 + pad\n", "    return lse2\n",
+           "the backward's base-2 lse not raised past 2^24: twice rounded, it falls up to a few units "
+           "below the row's largest score, and past base-2 lse of about 2^31 that key's exp2 "
+           "overflows: dq, dk, dv NaN; backward, float32 or bfloat16, scores of 1e10"),
     Mutant("exponent_in_half", F, "p = tl.exp2(s - m_use[:, None])",
            "p = tl.exp2((s - m_use[:, None]).to(tl.float16).to(tl.float32))",
            "the exponent s - m rounded to float16 before exp2, also for float32 inputs: weights off by "
