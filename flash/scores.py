@@ -129,13 +129,13 @@ def lse_base2(lse):
     """The saved lse (natural log) in base 2, for the backward's ``P = exp2(s - lse)``; past
     ``2^24`` raised by 4 float32 units of itself.
 
-    That lse is rounded twice (stored in natural log, then scaled back), so it may fall a few units
-    below the row's largest score: harmless while a unit is small, but past base-2 lse of about
-    ``2^31`` a unit exceeds 32 and that key's ``exp2`` overflowed to inf, then the gradients to
-    NaN (docs/findings.md, finding 20). Raised past every such error, no ``P`` exceeds 1 there.
-    Below ``2^24`` the error is at most ``exp2(5)`` and finite, and nothing changes. One add per
-    row, where a cap on each ``P`` cost an instruction per score. -inf (a row that sees no key)
-    and NaN pass as they are."""
+    That lse is rounded a few times (``m + log2 l``, stored in natural log, scaled back), so it may
+    fall up to about 3 float32 units of itself below the row's largest score: harmless while a
+    unit is small, but past base-2 lse of about ``2^30`` (a unit of 128) that key's ``exp2``
+    overflowed to inf, then the gradients to NaN (docs/findings.md, finding 20). Raised past every
+    such error, no ``P`` exceeds 1 there. Below ``2^24`` a unit is at most 1, so ``P`` stays under
+    ``2^4`` and nothing changes. One add per row, where a cap on each ``P`` cost an instruction
+    per score. -inf (a row that sees no key) and NaN pass as they are."""
     lse2 = lse * 1.4426950408889634
     size = tl.abs(lse2)
     big = (size > 16777216.0) & (size < float("inf"))  # past 2^24, finite

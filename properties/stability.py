@@ -32,11 +32,17 @@ def check_convex_hull(kernel: ModuleType, case: Case, device=None) -> None:
     q, k, v = case.make_qkv(device or default_device())
     ctx = _common.context("check_convex_hull", kernel, case)
     o, _ = _common.forward(kernel, q, k, v, case.is_causal, **case.features())
+    _assert_in_hull(o, q, v, case, ctx)
+
+
+def _assert_in_hull(o, q, v, case: Case, ctx: str) -> None:
+    """:func:`check_convex_hull`'s comparison of one call's ``o``; NaN and inf fail it."""
     v64 = expand_kv(q, v).double()
     lo, hi = _visible_extremes(v64, _common.visible(case, v.device))
     slack = em.probability_sum_bound(q.dtype, case.n_k) * float(v.abs().max())
     o64 = o.double()
-    # Distance outside [lo, hi] (0 inside), compared with the slack; NaN stays NaN and fails.
+    # Distance outside [lo, hi] (0 inside), compared with the slack; NaN stays NaN and fails (and
+    # an infinite o is infinitely far outside).
     outside = torch.maximum(lo - o64, o64 - hi).clamp(min=0).where(~o64.isnan(), o64)
     em.assert_within_bound(
         "output lies in the convex hull of the visible values", outside, torch.zeros_like(outside),
@@ -180,13 +186,13 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
 EXTREME_SCORES = (1e10, 1e30)
 """Largest |scaled score| :func:`check_extreme_scores_finite` drives float32 and bfloat16 calls to:
 past ``1.5e9``, where exp2 of a fused ``s * scale - m`` overflows (docs/findings.md, finding 20),
-and near float32's top, with a factor of ``2^26`` left for a kernel's change of base."""
+and near float32's top, with a factor of about ``2^28`` left for a kernel's change of base."""
 
 
 @gated
 def check_extreme_scores_finite(kernel: ModuleType, case: Case, device=None) -> None:
-    """q (and k, for what q cannot take) scaled so that the largest |scaled score| reaches each of
-    :data:`EXTREME_SCORES`: ``o`` finite and in the convex hull of the visible values (the check of
+    """q and k scaled alike so that the largest |scaled score| reaches each of
+    :data:`EXTREME_SCORES`: ``o`` finite and in the convex hull of the visible values (as
     :func:`check_convex_hull`; nearer than that no kernel can be held, as the scores' own rounding
     then spans many units), ``lse`` within the error model (a row's largest score to a few float32
     units of its size), and ``dq, dk, dv`` finite wherever the float64 oracle's fit the dtype.
@@ -225,15 +231,7 @@ def _assert_finite_at(kernel: ModuleType, case: Case, q, k, v, ctx: str, device)
     f = case.features()
     q, k, v = (_common.place(t, case, device, name) for t, name in ((q, "q"), (k, "k"), (v, "v")))
     o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
-    v64 = expand_kv(q, v).double()
-    lo, hi = _visible_extremes(v64, _common.visible(case, v.device))
-    slack = em.probability_sum_bound(q.dtype, case.n_k) * float(v.abs().max())
-    o64 = o.double()
-    outside = torch.maximum(lo - o64, o64 - hi).clamp(min=0).where(torch.isfinite(o64), o64)
-    em.assert_within_bound(
-        "output is finite and in the convex hull of the visible values", outside,
-        torch.zeros_like(outside), slack, f"probability_sum_bound x max|v| = {slack:.3e}", context=ctx,
-    )
+    _assert_in_hull(o, q, v, case, ctx)
     if lse is not None:
         with torch.no_grad():
             _, lse64 = dense_attention(q, k, v, case.is_causal, **f)
