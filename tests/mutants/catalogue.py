@@ -330,7 +330,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant("backward_lse_not_raised", S, "    return lse2 + pad\n", "    return lse2\n",
            "the backward's base-2 lse not raised past 2^24: twice rounded, it falls up to a few units "
            "below the row's largest score, and past base-2 lse of about 2^31 that key's exp2 "
-           "overflows: dq, dk, dv NaN; backward, float32 or bfloat16, scores of 1e10"),
+           "overflows: dq, dk, dv NaN; backward, float32 or bfloat16, scores of 1e10 (beyond the "
+           "contract: tests/test_backward.py holds flash to it)"),
     Mutant("exponent_in_half", F, "p = tl.exp2(s - m_use[:, None])",
            "p = tl.exp2((s - m_use[:, None]).to(tl.float16).to(tl.float32))",
            "the exponent s - m rounded to float16 before exp2, also for float32 inputs: weights off by "
