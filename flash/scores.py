@@ -290,14 +290,12 @@ def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl
     s = tl.dot(q, kt, input_precision=INPUT_PRECISION)
     if SOFTCAP:
         t = tanh(s * qk_scale)
-        if ROUNDED:
-            s = _rounded_product(t, cap_log2)
-        else:
-            s = t * cap_log2
+        x, factor = t, cap_log2
     else:
         t = s * 0.0
-        if ROUNDED:
-            s = _rounded_product(s, qk_scale)
-        else:
-            s = s * qk_scale
+        x, factor = s, qk_scale
+    if ROUNDED:
+        s = _rounded_product(x, factor)
+    else:
+        s = x * factor
     return s, t

@@ -221,17 +221,18 @@ def test_flash_gradients_finite_at_extreme_scores_gpu(case):
 
 
 def _assert_gradients_finite_at_extreme_scores(case: Case, device: str) -> None:
+    from properties._common import gradients_with
     from properties.stability import EXTREME_SCORES, extreme_inputs
 
     for target in EXTREME_SCORES:
         q, k, v, how = extreme_inputs(case, target, device)
+        context = f"flash on {case} with {how}"
         do = torch.randn(q.shape[:-1] + v.shape[-1:], generator=torch.Generator().manual_seed(1))
         do = do.to(q.dtype).to(device)
-        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-        got = torch.autograd.grad(flash.attention(*leaves, case.is_causal), leaves, do)
-        leaves64 = [t.detach().double().requires_grad_() for t in (q, k, v)]
-        want = torch.autograd.grad(dense_attention(*leaves64, case.is_causal)[0], leaves64, do.double())
+        got = gradients_with(lambda *t: flash.attention(*t, case.is_causal), (q, k, v), (0, 1, 2), do,
+                             context)
+        want = gradients_with(lambda *t: dense_attention(*t, case.is_causal)[0],
+                              [t.double() for t in (q, k, v)], (0, 1, 2), do.double(), context)
         for name, g, g64 in zip(("dq", "dk", "dv"), got, want):
             actual, expected = em.saturated(g, g64)
-            em.assert_finite_where_expected(f"{name} is finite", actual, expected,
-                                            context=f"flash on {case} with {how}")
+            em.assert_finite_where_expected(f"{name} is finite", actual, expected, context=context)
