@@ -67,6 +67,8 @@ def _tile_step(Q, K, DP, OUT, qk_scale, cap_log2, VARIANT: tl.constexpr, BACKWAR
     kt = tl.load(K + cols[None, :] * BLOCK_D + dims[:, None])
     if VARIANT == 2:
         s, t = _scores_tanh_approx(q, kt, qk_scale, cap_log2)
+    elif BACKWARD:  # as the backward kernels: the product fused into s - lse
+        s, t = scores(q, kt, qk_scale, cap_log2, VARIANT == 1, "tf32", ROUNDED=False)
     else:
         s, t = scores(q, kt, qk_scale, cap_log2, VARIANT == 1, "tf32")
     tile = rows[:, None] * BLOCK_N + cols[None, :]

@@ -60,6 +60,7 @@ from flash.scores import (
     Features,
     diagonal,
     key_range,
+    lse_base2,
     query_range,
     resolve,
     scores,
@@ -170,7 +171,7 @@ def _dkdv_query_tiles(
             do_t = tl.load(do_ptrs, mask=mask_d[:, None], other=0.0)
             lse = tl.load(lse_base + rows.to(tl.int64) * stride_ln)
             delta = tl.load(delta_base + rows.to(tl.int64) * stride_ln)
-        lse = lse * 1.4426950408889634  # base 2
+        lse = lse_base2(lse)  # base 2, past 2^24 raised above its rounding
         # -- recompute P^T from the saved lse; hidden and out-of-range entries are set to 0 --
         # P, not the scores, is masked: with the scores masked, a tile's P differed in the last
         # bit masked or not (H200, 2026-12-04; the compiler fuses exp2's argument differently),
@@ -179,7 +180,7 @@ def _dkdv_query_tiles(
         # may overflow to inf on a hidden score; where drops it (it is never multiplied). A row
         # that sees no key has lse = -inf and exp2(+inf) everywhere, all of it hidden: so it
         # needs no guard on lse (a guard here was an equivalent mutant and was removed).
-        st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+        st, tt = scores(k, qt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION, ROUNDED=False)
         pt = tl.exp2(st - lse[None, :])
         if MASKED:
             seen = visible(mask_q[None, :], rows[None, :], offs_k[:, None], lo_diag, hi_diag,
@@ -336,7 +337,7 @@ def _dq_key_tiles(
             vt = tl.load(vt_ptrs, mask=mask_d[:, None], other=0.0)
         # -- recompute P; keys past the end (and outside the band) get P = 0, masked after exp2
         # as in _dkdv_query_tiles, so that a tile's bits do not depend on the loop it runs in --
-        s, t = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION)
+        s, t = scores(q, kt, qk_scale, cap_log2, SOFTCAP, INPUT_PRECISION, ROUNDED=False)
         p = tl.exp2(s - lse[:, None])
         if MASKED:
             seen = visible(mask_k[None, :], offs_q[:, None], cols[None, :], lo_diag, hi_diag,
@@ -400,7 +401,7 @@ def _backward_dq_kernel(
     do = tl.load(do_base + (row_q + rows_q) * stride_don + offs_d[None, :] * stride_dod,
                  mask=mask_qd, other=0.0)
     lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
-    lse = lse * 1.4426950408889634  # base 2
+    lse = lse_base2(lse)  # base 2, past 2^24 raised above its rounding
     delta = tl.load(delta_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)
 

@@ -109,6 +109,41 @@ def _fast_divide(x, y):
 
 
 @triton.jit
+def _rounded_product(x, y):
+    """``x * y`` rounded to float32 on its own (``mul.rn.f32``), never fused into what follows.
+
+    A score feeds both the row max ``m`` and ``exp2(s - m)``; the compiler would contract
+    ``s * scale - m`` into one FMA whose product is not rounded, so the row's largest key got
+    ``exp2`` of its score's rounding error instead of ``exp2(0) = 1``: NaN from base-2 scores of
+    about ``2^31`` (docs/findings.md, finding 20). Rounded once, the max and the exponent see the
+    same score. The interpreter rounds every product anyway (and has no libdevice): there, ``*``."""
+    if _INTERPRET:
+        product = x * y
+    else:
+        product = libdevice.mul_rn(x, y)
+    return product
+
+
+@triton.jit
+def lse_base2(lse):
+    """The saved lse (natural log) in base 2, for the backward's ``P = exp2(s - lse)``; past
+    ``2^24`` raised by 4 float32 units of itself.
+
+    That lse is rounded a few times (``m + log2 l``, stored in natural log, scaled back), so it may
+    fall up to about 3 float32 units of itself below the row's largest score: harmless while a
+    unit is small, but past base-2 lse of about ``2^30`` (a unit of 128) that key's ``exp2``
+    overflowed to inf, then the gradients to NaN (docs/findings.md, finding 20). Raised past every
+    such error, no ``P`` exceeds 1 there. Below ``2^24`` a unit is at most 1, so ``P`` stays under
+    ``2^4`` and nothing changes. One add per row, where a cap on each ``P`` cost an instruction
+    per score. -inf (a row that sees no key) and NaN pass as they are."""
+    lse2 = lse * 1.4426950408889634
+    size = tl.abs(lse2)
+    big = (size > 16777216.0) & (size < float("inf"))  # past 2^24, finite
+    pad = tl.where(big, size * 4.76837158203125e-07, 0.0)  # 4 units: 2^-21 of the size
+    return lse2 + pad
+
+
+@triton.jit
 def tanh(x):
     """tanh to a few float32 ulp *relative*, for every ``x`` (the interpreter has no tanh).
 
@@ -238,9 +273,14 @@ def unmasked_query_range(first_col, last_col, n_q, lo_diag, hi_diag, lo, hi, BLO
 
 
 @triton.jit
-def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+           ROUNDED: tl.constexpr = True):
     """Base-2 scores ``q @ kt`` and, with a softcap, ``tanh(scale q.k / c)`` (else zeros)
     for the backward's derivative ``1 - tanh^2``.
+
+    ``ROUNDED``: each score rounded on its own (:func:`_rounded_product`), as the forward needs for
+    its row max; the backward subtracts a saved lse (:func:`lse_base2`), not a max of these
+    scores, and lets the compiler fuse ``s - lse`` into the product (one FMA per score).
 
     tanh is :func:`tanh`, a few float32 ulp, for every dtype. The GPU's ``tanh.approx.f32`` (one
     instruction, what FlashAttention-2's softcap uses) was tried for 16-bit inputs on the H200
@@ -250,8 +290,12 @@ def scores(q, kt, qk_scale, cap_log2, SOFTCAP: tl.constexpr, INPUT_PRECISION: tl
     s = tl.dot(q, kt, input_precision=INPUT_PRECISION)
     if SOFTCAP:
         t = tanh(s * qk_scale)
-        s = t * cap_log2
+        x, factor = t, cap_log2
     else:
         t = s * 0.0
-        s = s * qk_scale
+        x, factor = s, qk_scale
+    if ROUNDED:
+        s = _rounded_product(x, factor)
+    else:
+        s = x * factor
     return s, t

@@ -35,6 +35,7 @@ from properties.side_effects import check_inputs_unchanged, check_inputs_updated
 from properties.softmax import check_lse_normalizes_rows, check_rows_normalized
 from properties.stability import (
     check_convex_hull,
+    check_extreme_scores_finite,
     check_identical_keys,
     check_large_logits_stable,
     check_single_key,
@@ -69,6 +70,7 @@ INVARIANT_CHECKS = (
     check_deterministic,
     check_backward_repeatable,
     check_large_logits_stable,
+    check_extreme_scores_finite,
     check_gradcheck_float64,
     check_gradients_with_frozen_inputs,
     check_inputs_unchanged,

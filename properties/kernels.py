@@ -61,6 +61,12 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   are written before the work queued after it (``check_current_stream``, on dense calls). A
   module that runs elsewhere orders itself against that stream (``torch.cuda.current_stream()``),
   not the default one.
+- The forward is finite at any scores a float32 computation can hold: for float32 and bfloat16
+  inputs whose scaled scores reach 1e10 or 1e30, ``o`` is finite and in the convex hull of the
+  visible values and ``lse`` within the error model (``check_extreme_scores_finite``; float16's
+  range ends near the 1e3 of ``check_large_logits_stable``, so its cases run there as float32).
+  Gradients are promised only at the scores of the other checks: past about 1e7 the float32 lse
+  they are recomputed from is itself off by many units (PyTorch's own CPU SDPA returns inf there).
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
   gradients (``check_deterministic``); and the backward of one forward may run more than once
   (``retain_graph=True``), each time with the same gradients (``check_backward_repeatable``).

@@ -6,11 +6,13 @@
   see :func:`check_single_key`);
 - identical keys get equal weights: ``o_i`` is the mean of the values row ``i`` sees;
 - large logits: a kernel that subtracts the running max never exponentiates a positive number,
-  so scores of 1e4 must give no NaN or inf and still meet the error model.
+  so scores of 1e4 must give no NaN or inf and still meet the error model;
+- extreme scores (1e10, 1e30): a forward still without NaN or inf, and its lse still accurate.
 """
 
 from __future__ import annotations
 
+import math
 from types import ModuleType
 
 import torch
@@ -30,11 +32,17 @@ def check_convex_hull(kernel: ModuleType, case: Case, device=None) -> None:
     q, k, v = case.make_qkv(device or default_device())
     ctx = _common.context("check_convex_hull", kernel, case)
     o, _ = _common.forward(kernel, q, k, v, case.is_causal, **case.features())
+    _assert_in_hull(o, q, v, case, ctx)
+
+
+def _assert_in_hull(o, q, v, case: Case, ctx: str) -> None:
+    """:func:`check_convex_hull`'s comparison of one call's ``o``; NaN and inf fail it."""
     v64 = expand_kv(q, v).double()
     lo, hi = _visible_extremes(v64, _common.visible(case, v.device))
     slack = em.probability_sum_bound(q.dtype, case.n_k) * float(v.abs().max())
     o64 = o.double()
-    # Distance outside [lo, hi] (0 inside), compared with the slack; NaN stays NaN and fails.
+    # Distance outside [lo, hi] (0 inside), compared with the slack; NaN stays NaN and fails (and
+    # an infinite o is infinitely far outside).
     outside = torch.maximum(lo - o64, o64 - hi).clamp(min=0).where(~o64.isnan(), o64)
     em.assert_within_bound(
         "output lies in the convex hull of the visible values", outside, torch.zeros_like(outside),
@@ -173,3 +181,56 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
     if lse is not None:
         em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=em.LSE_DTYPE,
                                      **em.lse_scales(q, k, lse64, scale=scale), context=ctx, axes=("row",))
+
+
+EXTREME_SCORES = (1e10, 1e30)
+"""Largest |scaled score| :func:`check_extreme_scores_finite` drives float32 and bfloat16 calls to:
+past ``1.5e9``, where exp2 of a fused ``s * scale - m`` overflows (docs/findings.md, finding 20),
+and near float32's top, with a factor of about ``2^28`` left for a kernel's change of base."""
+
+
+@gated
+def check_extreme_scores_finite(kernel: ModuleType, case: Case, device=None) -> None:
+    """q and k scaled alike (:func:`extreme_inputs`) so that the largest |scaled score| reaches each
+    of :data:`EXTREME_SCORES`: ``o`` finite and in the convex hull of the visible values (as
+    :func:`check_convex_hull`; nearer than that no kernel can be held, as the scores' own rounding
+    then spans many units) and ``lse`` within the error model (a row's largest score to a few
+    float32 units of its size). The forward only: the contract promises no gradient at such scores
+    (``properties/kernels.py``). A float16 case runs as float32 (same shapes, layout and seed):
+    float16 scores stop near :func:`large_score`'s 1e3, where :func:`check_large_logits_stable`
+    holds them.
+    """
+    device = device or default_device()
+    if case.dtype == "float16":
+        case = _common.transformed(kernel, case, device, dtype="float32")
+    f = case.features()
+    for target in EXTREME_SCORES:
+        q, k, v, how = extreme_inputs(case, target, device)
+        ctx = f"check_extreme_scores_finite failed for kernel {kernel_name(kernel)} on {case} with {how}"
+        o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
+        _assert_in_hull(o, q, v, case, ctx)
+        if lse is not None:
+            _common.assert_lse_matches_oracle(lse, q, k, v, case.is_causal, ctx, **f)
+
+
+def extreme_inputs(case: Case, target: float, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str]:
+    """``(q, k, v, how)``: the case's inputs on ``device``, q and k scaled alike so that the largest
+    |scaled score| (before any softcap) is about ``target``, each kept a factor 4 inside its dtype;
+    ``how`` says by what, for a message.
+
+    Alike, so that neither ends near the dtype's top: a q there overflows even a correct backward's
+    ``dk = scale dS^T q``, whose exact value is about 0 but whose rounding is not (``dS = 0`` for a
+    single key). Scores that cannot move (scale 0, q or k all zero) stay as they are."""
+    q0, k0, v0 = case.make_qkv("cpu")
+    scores = dense_scores(q0.double(), k0.double(), False, scale=case.features().get("scale"))
+    peak = float(scores.abs().max()) if scores.numel() else 0.0
+    f_q = f_k = 1.0
+    if peak > 0:
+        room = torch.finfo(q0.dtype).max / 4
+        top_q, top_k = float(q0.abs().max()), float(k0.abs().max())
+        f_q = min(math.sqrt(target / peak * top_k / top_q), room / top_q)
+        f_k = min(target / peak / f_q, room / top_k)
+    q = _common.place((q0.double() * f_q).to(q0.dtype), case, device, "q")
+    k = _common.place((k0.double() * f_k).to(k0.dtype), case, device, "k")
+    v = _common.place(v0, case, device, "v")
+    return q, k, v, f"q scaled by {f_q:.4g} and k by {f_k:.4g} (largest |score| about {target:g})"

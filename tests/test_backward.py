@@ -193,3 +193,46 @@ def test_backward_allocates_no_score_matrix(is_causal):
     extra = torch.cuda.max_memory_allocated() - before
     # dq, dk, dv (3 x n x d in bf16, 6 MiB) and D (n floats); 64 MiB leaves room for the allocator.
     assert extra < 64 * 2**20, f"backward peak {extra / 2**20:.1f} MiB above its inputs at n = 16384"
+
+
+@pytest.mark.parametrize("case", [Case(63, 65, 24, (2,), "float32", True, seed=0),
+                                  Case(33, 47, 16, (2, 2), "float32", False, "seq_first", seed=5),
+                                  Case(1, 1, 16, (), "float32", False, distribution="large", scale=2.0**40)],
+                         ids=str)
+def test_flash_gradients_finite_at_extreme_scores(case):
+    """Beyond the contract (which promises no gradient at such scores, ``properties/kernels.py``):
+    flash's backward keeps every ``P`` at most 1 where the float32 lse it recomputes ``P`` from has
+    drifted below the row's top score (``flash.scores.lse_base2``), so at scaled scores of 1e10 and
+    1e30 its ``dq, dk, dv`` are finite wherever the float64 oracle's are (here, everywhere).
+    Without it, the top key's ``exp2`` overflowed from base-2 lse of about 2^30 (docs/findings.md,
+    finding 20), as PyTorch's CPU SDPA still does."""
+    _assert_gradients_finite_at_extreme_scores(case, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", case_params([
+    Case(1023, 1025, 128, (1, 2), "bfloat16", True, seed=2),
+    Case(257, 129, 64, (2, 2), "float32", False, "strided", seed=3),
+], gpu=True))
+def test_flash_gradients_finite_at_extreme_scores_gpu(case):
+    """As :func:`test_flash_gradients_finite_at_extreme_scores`, compiled (the backward's product
+    fused into ``s - lse``)."""
+    _assert_gradients_finite_at_extreme_scores(case, "cuda")
+
+
+def _assert_gradients_finite_at_extreme_scores(case: Case, device: str) -> None:
+    from properties._common import gradients_with
+    from properties.stability import EXTREME_SCORES, extreme_inputs
+
+    for target in EXTREME_SCORES:
+        q, k, v, how = extreme_inputs(case, target, device)
+        context = f"flash on {case} with {how}"
+        do = torch.randn(q.shape[:-1] + v.shape[-1:], generator=torch.Generator().manual_seed(1))
+        do = do.to(q.dtype).to(device)
+        got = gradients_with(lambda *t: flash.attention(*t, case.is_causal), (q, k, v), (0, 1, 2), do,
+                             context)
+        want = gradients_with(lambda *t: dense_attention(*t, case.is_causal)[0],
+                              [t.double() for t in (q, k, v)], (0, 1, 2), do.double(), context)
+        for name, g, g64 in zip(("dq", "dk", "dv"), got, want):
+            actual, expected = em.saturated(g, g64)
+            em.assert_finite_where_expected(f"{name} is finite", actual, expected, context=context)

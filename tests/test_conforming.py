@@ -106,10 +106,13 @@ def _spy(calls: list):
         calls.append((q, k, v))
         return conforming.attention_with_lse(q, k, v, is_causal, **features)
 
+    def attention(q, k, v, is_causal=False, **features):  # differentiable, as the contract's
+        calls.append((q, k, v))
+        return conforming.attention(q, k, v, is_causal, **features)
+
     return types.SimpleNamespace(
         __name__="spy", FEATURES=conforming.FEATURES, SUPPORTED_DTYPES=conforming.SUPPORTED_DTYPES,
-        attention_with_lse=attention_with_lse,
-        attention=lambda *args, **kwargs: attention_with_lse(*args, **kwargs)[0],
+        attention_with_lse=attention_with_lse, attention=attention,
     )
 
 
@@ -150,6 +153,27 @@ def test_large_logits_reach_the_large_score_from_tiny_values():
     ((q, k, _),) = calls
     size = em.score_magnitude(q, k)
     assert size >= large_score(torch.float32) / 2, f"scaled scores of size {size:.3g}"
+
+
+@pytest.mark.parametrize("distribution, scale", [("normal", 1.0), ("large", 2.0**40), ("tiny", 2.0**-63)])
+def test_extreme_scores_reach_their_targets(distribution, scale):
+    """``check_extreme_scores_finite`` scales q and k until the largest scaled score is each of
+    ``EXTREME_SCORES`` (the first, 1e10, is past the 1.5e9 where a fused exponent overflows), with
+    q and k about equally large: a q near float32's top would overflow gradients whose exact value
+    is 0 (a single key's ``dk``), as the check's first version did with a ``large`` case."""
+    from properties import Case, check_extreme_scores_finite
+    from properties.stability import EXTREME_SCORES
+
+    calls = []
+    case = Case(n_q=16, n_k=24, head_dim=16, leading=(), dtype="float32", distribution=distribution,
+                scale=scale, seed=3, softmax_scale=0.3)
+    check_extreme_scores_finite(_spy(calls), case, "cpu")
+    assert len(calls) == len(EXTREME_SCORES)
+    for (q, k, _), target in zip(calls, EXTREME_SCORES):
+        peak = float((0.3 * q.double() @ k.double().transpose(-2, -1)).abs().max())
+        assert target / 2 <= peak <= target * 2, f"largest scaled score {peak:.3g}, target {target:g}"
+        ratio = float(q.abs().max() / k.abs().max())
+        assert 1 / 64 <= ratio <= 64, f"max|q| / max|k| = {ratio:.3g}"
 
 
 def test_value_affine_keeps_tiny_values():

@@ -179,7 +179,7 @@ CATALOGUE: tuple[Mutant, ...] = (
            "dk/dv skip the query tile holding the diagonal; causal, any n"),
     Mutant("dq_lse_in_natural_log", B,
            "    lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)\n"
-           "    lse = lse * 1.4426950408889634  # base 2\n",
+           "    lse = lse_base2(lse)  # base 2, past 2^24 raised above its rounding\n",
            "    lse = tl.load(lse_base + offs_q.to(tl.int64) * stride_ln, mask=mask_q, other=0.0)\n",
            "dq recomputes P = exp2(s - lse) with the lse left in natural log; any input"),
     # -- packed variable-length input (flash.varlen; dense calls never take these paths) --
@@ -230,7 +230,7 @@ CATALOGUE: tuple[Mutant, ...] = (
            "D = rowsum(do * o) reads the padded head-dim columns (the next row's values); backward, d not "
            "a power of two"),
     Mutant("dkdv_lse_in_natural_log", B,
-           "        lse = lse * 1.4426950408889634  # base 2\n        # -- recompute P^T",
+           "        lse = lse_base2(lse)  # base 2, past 2^24 raised above its rounding\n        # -- recompute P^T",
            "        # -- recompute P^T",
            "dk/dv recompute P = exp2(s - lse) with the lse left in natural log; backward, any input"),
     Mutant("gqa_dkdv_lse_of_kv_head", B, "lse_base = LSE + q_slice.to(tl.int64) * stride_ls",
@@ -322,6 +322,16 @@ CATALOGUE: tuple[Mutant, ...] = (
            "features = resolve(d, is_causal, scale, window, softcap, causal_alignment)",
            "features = resolve(padded_head_dim(d), is_causal, scale, window, softcap, causal_alignment)",
            "the default scale from the padded head dim, 1/sqrt(32) for d = 24; forward, d not a power of two"),
+    Mutant("score_product_fused", S, "        product = libdevice.mul_rn(x, y)", "        product = x * y",
+           "the scaled score not rounded on its own: the compiler fuses s * scale - m into one FMA, so "
+           "the row's largest key gets exp2 of its score's rounding error, not exp2(0): NaN past "
+           "scaled scores of about 1.5e9 (finding 20); float32 or bfloat16. The interpreter rounds "
+           "every product", gpu_only=True),
+    Mutant("backward_lse_not_raised", S, "    return lse2 + pad\n", "    return lse2\n",
+           "the backward's base-2 lse not raised past 2^24: twice rounded, it falls up to a few units "
+           "below the row's largest score, and past base-2 lse of about 2^31 that key's exp2 "
+           "overflows: dq, dk, dv NaN; backward, float32 or bfloat16, scores of 1e10 (beyond the "
+           "contract: tests/test_backward.py holds flash to it)"),
     Mutant("exponent_in_half", F, "p = tl.exp2(s - m_use[:, None])",
            "p = tl.exp2((s - m_use[:, None]).to(tl.float16).to(tl.float32))",
            "the exponent s - m rounded to float16 before exp2, also for float32 inputs: weights off by "
