@@ -14,6 +14,9 @@
   0, 1, 2, ... for debugging.
 - Under pytest-xdist, each worker runs on one GPU of several (``-n 16`` on 8 GPUs: two per card);
   ``--max-workers-per-gpu K`` (or ``FLASH_WORKERS_PER_GPU=K``) caps them; see :mod:`fuzz.gpus`.
+- A test whose call runs the GPU out of memory is run again alone on the card, and the terminal
+  summary lists it (:mod:`fuzz.out_of_memory`): beside other workers that says nothing about the
+  kernel; alone, it fails as it should.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ gpus.pin_xdist_worker()  # first, before anything here touches CUDA
 import flash._runtime  # noqa: E402,F401
 
 profiles.load()
+
+# A test that runs the GPU out of memory runs again alone on the card (a pytest plugin).
+pytest_plugins = ("fuzz.out_of_memory",)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

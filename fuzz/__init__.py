@@ -9,6 +9,7 @@
 - :mod:`fuzz.isolation`: checks run in a worker process, so a crash is one case's failure;
 - :mod:`fuzz.runner`: ``fuzz run``, every check for a time budget;
 - :mod:`fuzz.gpus`: one GPU per pytest-xdist worker and per ``fuzz run`` worker;
+- :mod:`fuzz.out_of_memory`: a pytest plugin: a test that runs the GPU out of memory runs again alone;
 - :mod:`fuzz.parallel`: ``fuzz run --workers N``, the checks shared among N processes;
 - :mod:`fuzz.report`: ``fuzz report``, a markdown table of checks x kernels from fuzzing each;
 - :mod:`fuzz.corpus`: the regression corpus (``fuzz/corpus.txt``) that ``fuzz pin`` appends to;
