@@ -49,6 +49,11 @@ def is_out_of_memory(error: BaseException) -> bool:
     """Whether ``error``, its ``__cause__`` or ``__context__`` chain, or any member of an exception
     group among them (Hypothesis raises ``FlakyFailure`` or an ``ExceptionGroup`` around the
     errors it met) is the GPU running out of memory."""
+    return any(isinstance(e, torch.OutOfMemoryError) or _MESSAGE.search(str(e)) for e in _linked(error))
+
+
+def _linked(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and every error chained to it or grouped in it, each once."""
     seen: set[int] = set()
     todo = [error]
     while todo:
@@ -56,10 +61,8 @@ def is_out_of_memory(error: BaseException) -> bool:
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, torch.OutOfMemoryError) or _MESSAGE.search(str(e)):
-            return True
+        yield e
         todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
-    return False
 
 
 def first_line(error: BaseException) -> str:
@@ -72,16 +75,9 @@ def drop_frames(error: BaseException) -> None:
     """Clear the local variables of every finished frame in the tracebacks of ``error`` and of the
     errors chained to or grouped in it: the failed call's tensors are among them, and the caller
     (pluggy, Hypothesis) may keep the exception itself alive while the call runs again."""
-    seen: set[int] = set()
-    todo = [error]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
+    for e in _linked(error):
         if e.__traceback__ is not None:
             traceback.clear_frames(e.__traceback__)
-        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
 
 
 def release() -> None:
