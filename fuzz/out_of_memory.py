@@ -1,10 +1,11 @@
 """A test that runs the GPU out of memory beside other workers runs again, alone on the card.
 
 The workers of one ``pytest -m gpu -n N`` share a card (:mod:`fuzz.gpus`), and what the others hold
-when a test allocates depends on which tests meet. Three GPU runs of the suite failed tests that
-way: 7 at ``-n 12`` beside the sanitizer (H200, 2026-12-03), 12 at ``-n 15`` beside a fuzz report
-(H100, 2026-12-05), every one passing when run again alone (docs/running.md). Such a failure says
-nothing about the kernel, and a gate that raises it teaches people to rerun until green.
+when a test allocates depends on which tests meet. GPU runs of the suite failed tests that way
+(docs/running.md): 14 and 8 with two adapters' suites side by side (H200, 2026-12-01), 7 at
+``-n 12`` beside the sanitizer (H200, 2026-12-03), 12 at ``-n 15`` beside a fuzz report (H100,
+2026-12-05; all 12 passed when run again alone). Such a failure says nothing about the kernel, and
+a gate that raises it teaches people to rerun until green.
 
 So this pytest plugin (the suite's ``conftest.py`` loads it; ``-p fuzz.out_of_memory`` elsewhere)
 runs each test's call phase inside a *shared* hold of the card
