@@ -6,8 +6,11 @@ The parent gets back a :class:`Verdict`:
 
 - ``pass``, ``fail`` (an ``AssertionError``: the kernel is wrong), ``n/a`` (``NotApplicable``);
 - ``error``: any other exception from the check, with its last traceback lines;
-- ``crash``: the worker died while running this case (a segfault, ``os._exit``, the OOM killer);
-  a fresh worker is started for the next case;
+- ``crash``: the worker died while running this case (a segfault, ``os._exit``); a fresh worker
+  is started for the next case. A worker killed by ``SIGKILL``, which no kernel sends itself (the
+  host's OOM killer, a person), is not the case's verdict: the case runs once more in a fresh
+  worker, and that run's verdict is returned, marked ``replayed`` (one report of the kernel beside
+  a full GPU suite got such a crash, 2026-12-05);
 - ``timeout``: no verdict within ``case_timeout`` seconds; the worker is killed and replaced;
 - ``abandoned``: not a verdict: the caller's ``give_up_at`` time came first (its budget is spent);
   the worker is killed and replaced.
@@ -19,6 +22,7 @@ an ``error`` on a CUDA device the worker exits and the next case gets a fresh on
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import time
 import traceback
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ class Verdict:
     message: str = ""
     margins: tuple = ()
     outside: bool = False  # n/a because of this case only (properties.kernels.OutsideLimits)
+    replayed: str = ""  # why this is a second run's verdict (the first worker was killed), if it is
 
     @property
     def failed(self) -> bool:
@@ -153,7 +158,21 @@ class IsolatedChecker:
 
     def check(self, check_name: str, case, *, give_up_at: float | None = None) -> Verdict:
         """The verdict of ``check_name`` on ``case``, run in the worker; ``abandoned`` if
-        ``time.monotonic()`` passes ``give_up_at`` first."""
+        ``time.monotonic()`` passes ``give_up_at`` first. A worker killed by ``SIGKILL`` gets the
+        case once more (module docstring); if the budget runs out first, the crash stands."""
+        verdict, code = self._check_once(check_name, case, give_up_at)
+        if verdict.status != "crash" or code != -signal.SIGKILL:
+            return verdict
+        again, _ = self._check_once(check_name, case, give_up_at)
+        if again.status == "abandoned":
+            return verdict
+        note = (f"{verdict.message}; run again in a fresh worker, as SIGKILL comes from outside "
+                f"(the OOM killer, a person), this is that run's verdict")
+        message = f"{again.message} [{note}]" if again.message else ""
+        return Verdict(again.status, message, again.margins, again.outside, replayed=note)
+
+    def _check_once(self, check_name: str, case, give_up_at: float | None) -> tuple[Verdict, int | None]:
+        """:meth:`check`'s one run, and the worker's exit code if it died (None if not)."""
         if self._process is None or not self._process.is_alive():
             if self._process is not None:
                 self.restarts += 1
@@ -167,20 +186,20 @@ class IsolatedChecker:
                 now = time.monotonic()
                 if give_up_at is not None and now > give_up_at:
                     self._kill()
-                    return Verdict("abandoned", "the time budget ran out first")
+                    return Verdict("abandoned", "the time budget ran out first"), None
                 if now - start > self.case_timeout:
                     self._kill()
                     self.restarts += 1
                     return Verdict("timeout", f"{check_name} gave no verdict within "
-                                              f"{self.case_timeout:g} s; the worker was killed")
+                                              f"{self.case_timeout:g} s; the worker was killed"), None
             status, message, margins, outside = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             elapsed = time.monotonic() - start
             code = self._kill()
             self.restarts += 1
-            return Verdict("crash", f"the worker process died (exit code {code}) after "
-                                    f"{elapsed:.1f} s running {check_name} on this case")
-        return Verdict(status, message, margins, outside)
+            return Verdict("crash", f"the worker process died ({_exit_status(code)}) after "
+                                    f"{elapsed:.1f} s running {check_name} on this case"), code
+        return Verdict(status, message, margins, outside), None
 
     def close(self) -> None:
         """Stop the worker."""
@@ -191,3 +210,13 @@ class IsolatedChecker:
                 pass
             self._process.join(timeout=5)
         self._kill()
+
+
+def _exit_status(code: int | None) -> str:
+    """``exit code 3``, or for a process ended by a signal ``killed by SIGKILL (exit code -9)``."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name} (exit code {code})"
+        except ValueError:
+            pass
+    return f"exit code {code}"

@@ -74,9 +74,13 @@ def _cell(result: CheckResult, kernel: str, notes: _Notes, replay: Callable[...,
         return "not run"
     cases = f"{result.passed} case{'s' if result.passed != 1 else ''}"
     margin = result.worst_margin
+    replayed = ""
+    if result.replayed:  # a pass that needed a second run says so
+        replayed = " " + notes.ref(f"`{result.name}` on `{kernel}`: {result.replayed} case(s) run "
+                                   f"twice, the first: {result.replayed_note}")
     if margin is None:
-        return f"pass ({cases})"
-    return f"pass ({cases}; {margin.fraction:.2g} of bound, {margin.quantity})"
+        return f"pass ({cases}){replayed}"
+    return f"pass ({cases}; {margin.fraction:.2g} of bound, {margin.quantity}){replayed}"
 
 
 def _summary(results: Sequence[CheckResult]) -> str:

@@ -72,6 +72,8 @@ class CheckResult:
     seconds: float = 0.0
     not_applicable_reason: str = ""
     worst_margin: Margin | None = None
+    replayed: int = 0  # cases whose verdict is a second run's (fuzz.isolation: a worker killed)
+    replayed_note: str = ""  # the first such case's note
 
     @property
     def verdict(self) -> str:
@@ -88,6 +90,9 @@ class CheckResult:
 
     def record(self, case: Case | VarlenCase, verdict: Verdict) -> None:
         self.examples += 1
+        if verdict.replayed:
+            self.replayed += 1
+            self.replayed_note = self.replayed_note or verdict.replayed
         if verdict.failed:
             self.failed += 1
             self.failure = (case, verdict)  # the shrinker only tries smaller cases: the last is best

@@ -85,6 +85,15 @@ def test_cells_pass_with_the_worst_margin_fail_with_a_replay_line_and_na_with_th
     assert len({line.count("|") for line in table}) == 1 and len({len(line) for line in table}) == 1
 
 
+def test_a_pass_that_needed_a_second_run_says_so():
+    note = "the worker process died (killed by SIGKILL (exit code -9)) after 0.9 s; run again"
+    result = _result("check_single_key", Verdict("pass"), Verdict("pass", "", replayed=note))
+    page = markdown({"k": [result]}, replay=REPLAY)
+    assert _rows(page)["check_single_key"] == ["pass (2 cases) [1]"]
+    notes = page.split("\n\n")[-1].strip()
+    assert notes == f"1. `check_single_key` on `k`: 1 case(s) run twice, the first: {note}"
+
+
 def test_columns_must_list_the_same_checks():
     with pytest.raises(ValueError, match="checks differ"):
         markdown({"a": [CheckResult("x")], "b": [CheckResult("y")]}, replay=REPLAY)
