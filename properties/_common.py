@@ -255,10 +255,26 @@ def _assert_output(o, o64, o_ref, q, k, v, context: str, scale) -> None:
 def assert_lse_matches_oracle(lse, q, k, v, is_causal: bool, context: str, **features) -> None:
     """``lse`` float32 and within the error model of the oracle's, its reference in float32 (the
     lse's own dtype, :func:`properties.error_model.lse_reference_dtype`)."""
+    with torch.no_grad():
+        _, lse64 = dense_attention(q, k, v, is_causal, **features)
+    _assert_lse(lse, lse64, q, k, v, is_causal, context, **features)
+
+
+def assert_forward_matches_oracle(o, lse, q, k, v, is_causal: bool, context: str, **features) -> None:
+    """:func:`assert_output_matches_oracle`, then (``lse`` not None) :func:`assert_lse_matches_oracle`,
+    with the float64 oracle computed once for both."""
+    with torch.no_grad():
+        o64, lse64 = dense_attention(q, k, v, is_causal, **features)
+        o_ref, _ = dense_attention(q, k, v, is_causal, compute_dtype=None, **features)
+    _assert_output(o, o64, o_ref, q, k, v, context, features.get("scale"))
+    if lse is not None:
+        _assert_lse(lse, lse64, q, k, v, is_causal, context, **features)
+
+
+def _assert_lse(lse, lse64, q, k, v, is_causal: bool, context: str, **features) -> None:
     if lse.dtype != em.LSE_DTYPE:
         raise AssertionError(f"log-sum-exp: {context}: dtype {lse.dtype}, expected {em.LSE_DTYPE}")
     with torch.no_grad():
-        _, lse64 = dense_attention(q, k, v, is_causal, **features)
         _, lse_ref = dense_attention(q, k, v, is_causal, compute_dtype=em.lse_reference_dtype(q.dtype),
                                      **features)
     em.assert_within_error_model(em.LSE, lse, lse64, lse_ref, dtype=em.LSE_DTYPE,
