@@ -31,7 +31,7 @@ from properties.oracle_agreement import (
     check_output_matches_oracle,
     default_device,
 )
-from properties.side_effects import check_inputs_unchanged, check_inputs_updated_in_place
+from properties.side_effects import check_inputs_unchanged, check_inputs_updated_in_place, check_shared_inputs
 from properties.softmax import check_lse_normalizes_rows, check_rows_normalized
 from properties.stability import (
     check_convex_hull,
@@ -75,6 +75,7 @@ INVARIANT_CHECKS = (
     check_gradients_with_frozen_inputs,
     check_inputs_unchanged,
     check_inputs_updated_in_place,
+    check_shared_inputs,
     check_inference_mode,
     check_current_stream,
 )

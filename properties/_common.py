@@ -104,12 +104,13 @@ def results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict, le
 
 
 def assert_results_agree(got: dict, want: dict, q, k, v, do, is_causal: bool, what: str, context: str,
-                         **features) -> None:
+                         bounds=None, **features) -> None:
     """Each result in ``got`` (named as :func:`results` names them; any other name is an output
     ``o``) within twice its error-model bound of ``want``'s of the same name: two calls, each within
     its bound of the oracle for these inputs, so a bug that shows in every call is the oracle
-    checks' to report, and a kernel whose bits vary from call to call is not held to bits here."""
-    (bound, how), grad_bounds = output_and_gradient_bounds(q, k, v, do, is_causal, **features)
+    checks' to report, and a kernel whose bits vary from call to call is not held to bits here.
+    ``bounds``: :func:`output_and_gradient_bounds` of these inputs, when the caller has them."""
+    (bound, how), grad_bounds = bounds or output_and_gradient_bounds(q, k, v, do, is_causal, **features)
     bounds = {"dq": grad_bounds[0], "dk": grad_bounds[1], "dv": grad_bounds[2]}
     for name, result in got.items():
         if result is None:

@@ -56,6 +56,10 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   nothing kept from an earlier call (keyed by where the inputs live) stands in for inputs since
   overwritten in place, as a KV cache is between decoding steps (``check_inputs_updated_in_place``;
   for packed calls, ``cu_seqlens`` too: ``check_varlen_inputs_updated_in_place``).
+  One tensor may fill several roles: ``k`` may be ``v`` (a memory that is both keys and values), and
+  where the shapes match, ``q`` may be ``k`` and ``v`` (self-attention on ``x``); the call computes
+  what it computes on separate copies, and the shared tensor's gradient is the sum of its roles'
+  (``check_shared_inputs``, on dense calls).
 - On CUDA, a call is ordered like a PyTorch op on the caller's current stream: it reads its inputs
   after the work queued before it on that stream, and its results (the backward's gradients too)
   are written before the work queued after it (``check_current_stream``, on dense calls). A

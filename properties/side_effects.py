@@ -121,3 +121,50 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
     want = _common.results(kernel, *fresh, do, case.is_causal, f)
     what = f"the call after q, k, v were overwritten in place with {new}'s values vs a call on fresh tensors"
     _common.assert_results_agree(got, want, *fresh, do, case.is_causal, what, ctx, **f)
+
+
+@gated
+def check_shared_inputs(kernel: ModuleType, case: Case, device=None) -> None:
+    """One tensor in several roles: ``k`` is ``v``; and, unless the case groups query heads, ``q``
+    is ``k`` is ``v`` (self-attention on the case's q, made ``n_k`` long if ``n_q`` is not). ``o``,
+    the lse and each gradient of a role no other shares within twice the error model of the same
+    call on separate copies; the shared tensor's gradient (autograd sums its roles') within twice
+    the sum of its roles' bounds of the sum of their gradients.
+
+    A kernel that prepares each distinct input once per call (keyed by address or identity, to
+    save a copy when one tensor fills several roles) and then treats the copy as belonging to one
+    role, or writes two roles' gradients into one buffer, is right on separate tensors only."""
+    device = device or default_device()
+    q, k, _ = case.make_qkv(device)
+    f = case.features()
+    variants = [("k is v", (q, k, k), case.make_grad_out(device))]
+    if q.shape[:-2] == k.shape[:-2]:
+        square = case if case.n_q == case.n_k else _common.transformed(kernel, case, device, n_q=case.n_k)
+        x = square.make_qkv(device)[0]
+        variants.append(("q is k is v", (x, x, x), square.make_grad_out(device)))
+    for what, inputs, do in variants:
+        ctx = f"{_common.context('check_shared_inputs', kernel, case)}, {what}"
+        separate = [t.detach().clone() for t in inputs]
+        bounds = _common.output_and_gradient_bounds(*separate, do, case.is_causal, **f)
+        with _common.crash_is_failure(ctx, "the calls on separate copies"):
+            want = _common.results(kernel, *separate, do, case.is_causal, f)
+        leaf_of: dict[int, torch.Tensor] = {}
+        leaves = [leaf_of.setdefault(id(t), t.detach().requires_grad_()) for t in inputs]
+        with _common.crash_is_failure(ctx, "the calls on the shared tensor"):
+            got = _common.results(kernel, *inputs, do, case.is_causal, f, leaves=leaves)
+        outputs = {name: got[name] for name in ("o", "lse", "o with gradients recorded")}
+        _common.assert_results_agree(outputs, want, *separate, do, case.is_causal,
+                                     f"{what}, against separate copies", ctx, bounds=bounds, **f)
+        roles = ("q", "k", "v")
+        for leaf in {id(t): t for t in leaves}.values():
+            at = [i for i, t in enumerate(leaves) if t is leaf]
+            name = "d" + "+d".join(roles[i] for i in at)
+            summed = sum(want["d" + roles[i]].double() for i in at)
+            b = sum(bounds[1][i][0] for i in at)
+            # autograd adds the roles' gradients in the leaf's dtype: one rounding per addition
+            added = (len(at) - 1) * em.UNIT_ROUNDOFF[q.dtype] * float(summed.abs().max())
+            how = " + ".join(bounds[1][i][1] for i in at)
+            em.assert_within_bound(f"{name}: {what}, against separate copies", got["d" + roles[at[0]]],
+                                   summed, em.two_sided_bound(b, b) + added,
+                                   f"the gradients' bounds summed, twice, + {added:.3g} for autograd's "
+                                   f"additions; each = {how}", context=ctx)

@@ -98,13 +98,16 @@ BROKEN = {
         "check_key_translation", "check_key_value_permutation", "check_query_permutation",
         "check_batch_independent", "check_single_key", "check_deterministic",
         "check_large_logits_stable", "check_gradcheck_float64", "check_inference_mode",
-        "check_extreme_scores_finite"}),
+        "check_extreme_scores_finite", "check_shared_inputs"}),
     # Outside autograd, k and v are prepared once per tensor object: every fresh call is right, and
     # only a call after an input was overwritten in place reads the old values.
     "check_inputs_updated_in_place": ("cache_by_tensor", {"check_inputs_updated_in_place"}),
     # The mask is kept per shape: every check before this one built it outside inference mode, at
     # CASE's lengths; this check's own lengths are new, so its inference-mode call builds it.
     "check_inference_mode": ("mask_kept_from_inference_mode", {"check_inference_mode"}),
+    # One gradient buffer per input storage, stored into: only a tensor in two roles (k is v) sums
+    # the wrong gradients.
+    "check_shared_inputs": ("gradients_stored_per_storage", {"check_shared_inputs"}),
 }
 
 ORACLE_BROKEN = {
@@ -137,6 +140,8 @@ PART_BROKEN = {
     # Only the backward keeps k and v, per tensor object: every output is right, and every backward but
     # the one after an in-place update.
     "backward_kv_cached_by_tensor": ("check_inputs_updated_in_place", {"check_inputs_updated_in_place"}),
+    # Inputs deduplicated by address, q's copy scaled: only self-attention (q is k) reads k scaled.
+    "inputs_deduplicated_by_address": ("check_shared_inputs", {"check_shared_inputs"}),
 }
 
 GPU_BROKEN = {
