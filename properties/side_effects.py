@@ -156,7 +156,7 @@ def check_shared_inputs(kernel: ModuleType, case: Case, device=None) -> None:
         _common.assert_results_agree(outputs, want, *separate, do, case.is_causal,
                                      f"{what}, against separate copies", ctx, bounds=bounds, **f)
         roles = ("q", "k", "v")
-        for leaf in {id(t): t for t in leaves}.values():
+        for leaf in leaf_of.values():  # each distinct tensor once
             at = [i for i, t in enumerate(leaves) if t is leaf]
             name = "d" + "+d".join(roles[i] for i in at)
             summed = sum(want["d" + roles[i]].double() for i in at)
