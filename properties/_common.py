@@ -111,14 +111,14 @@ def assert_results_agree(got: dict, want: dict, q, k, v, do, is_causal: bool, wh
     checks' to report, and a kernel whose bits vary from call to call is not held to bits here.
     ``bounds``: :func:`output_and_gradient_bounds` of these inputs, when the caller has them."""
     (bound, how), grad_bounds = bounds or output_and_gradient_bounds(q, k, v, do, is_causal, **features)
-    bounds = {"dq": grad_bounds[0], "dk": grad_bounds[1], "dv": grad_bounds[2]}
+    grad_bound_of = dict(zip(("dq", "dk", "dv"), grad_bounds))
     for name, result in got.items():
         if result is None:
             continue
         if name == "lse":
             (b, h), kind = lse_bound(q, k, is_causal, **features), "lse's"
-        elif name in bounds:
-            (b, h), kind = bounds[name], "gradient's"
+        elif name in grad_bound_of:
+            (b, h), kind = grad_bound_of[name], "gradient's"
         else:
             (b, h), kind = (bound, how), "output's"
         em.assert_within_bound(f"{name}: {what}", result, want[name], em.two_sided_bound(b, b),

@@ -12,14 +12,10 @@ import torch
 
 from properties import _common
 from properties.case import Case
-from properties.kernels import default_device, gated, kernel_name, require_lse
+from properties.kernels import default_device, gated, require_lse
 
 __all__ = ["check_gradients_match_oracle", "check_lse_matches_oracle", "check_output_matches_oracle",
            "default_device"]
-
-
-def _context(check: str, kernel: ModuleType, case: Case) -> str:
-    return f"{check} failed for kernel {kernel_name(kernel)} on {case}"
 
 
 @gated
@@ -30,7 +26,7 @@ def check_output_matches_oracle(kernel: ModuleType, case: Case, device=None) -> 
     with torch.no_grad():
         o = kernel.attention(q, k, v, case.is_causal, **f)
     _common.assert_output_matches_oracle(o, q, k, v, case.is_causal,
-                                         _context("check_output_matches_oracle", kernel, case), **f)
+                                         _common.context("check_output_matches_oracle", kernel, case), **f)
 
 
 @gated
@@ -45,7 +41,7 @@ def check_lse_matches_oracle(kernel: ModuleType, case: Case, device=None) -> Non
     with torch.no_grad():
         _, lse = attention_with_lse(q, k, v, case.is_causal, **f)
     _common.assert_lse_matches_oracle(lse, q, k, v, case.is_causal,
-                                      _context("check_lse_matches_oracle", kernel, case), **f)
+                                      _common.context("check_lse_matches_oracle", kernel, case), **f)
 
 
 @gated
@@ -56,7 +52,7 @@ def check_gradients_match_oracle(kernel: ModuleType, case: Case, device=None) ->
     same attention either way, which :func:`check_output_matches_oracle` (no grad) cannot see."""
     q, k, v = case.make_qkv(device or default_device())
     do = case.make_grad_out(q.device)
-    context = _context("check_gradients_match_oracle", kernel, case)
+    context = _common.context("check_gradients_match_oracle", kernel, case)
 
     f = case.features()
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]

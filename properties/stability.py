@@ -21,7 +21,7 @@ from oracle.dense import dense_attention, dense_scores, expand_kv
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
-from properties.kernels import default_device, gated, kernel_name
+from properties.kernels import default_device, gated
 
 
 @gated
@@ -161,9 +161,8 @@ def check_large_logits_stable(kernel: ModuleType, case: Case, device=None) -> No
     q = (q.double() * f_q).to(q.dtype)
     k = (k.double() * f_k).to(k.dtype)
     target = large_score(q.dtype)
-    case_line = (f"{case} with q scaled by {f_q:.4g} and k by {f_k:.4g} (|scores| <= {target:g}: "
-                 "scale sum |q||k| <= that)")
-    ctx = f"check_large_logits_stable failed for kernel {kernel_name(kernel)} on {case_line}"
+    ctx = (_common.context("check_large_logits_stable", kernel, case) + f" with q scaled by {f_q:.4g} "
+           f"and k by {f_k:.4g} (|scores| <= {target:g}: scale sum |q||k| <= that)")
     q, k = _common.place(q, case, device, "q"), _common.place(k, case, device, "k")
     v = case.make_qkv(device)[2]
     f = case.features()
@@ -196,7 +195,7 @@ def check_extreme_scores_finite(kernel: ModuleType, case: Case, device=None) -> 
     f = case.features()
     for target in EXTREME_SCORES:
         q, k, v, how = extreme_inputs(case, target, device)
-        ctx = f"check_extreme_scores_finite failed for kernel {kernel_name(kernel)} on {case} with {how}"
+        ctx = _common.context("check_extreme_scores_finite", kernel, case) + f" with {how}"
         o, lse = _common.forward(kernel, q, k, v, case.is_causal, **f)
         _assert_in_hull(o, q, v, case, ctx)
         if lse is not None:

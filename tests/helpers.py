@@ -28,14 +28,17 @@ def run_check(check, kernel, case) -> None:
         pytest.skip(str(reason))
 
 
-def run_as_a_person(*args: str, timeout: float, **extra_env: str) -> subprocess.CompletedProcess:
-    """``python *args`` from the repository root in a subprocess, as a person runs it, printed for the
-    test's log. The environment is this one's, less the ``TRITON_INTERPRET`` that conftest.py set
-    here (flash._runtime, on a machine without CUDA), which a person's shell does not have: each
-    command must make that choice itself (inherited, it hid ``python -m fuzz repro ... --kernel
-    flash`` failing every check on the CPU); plus ``extra_env``."""
-    inherited = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+def run_as_a_person(*args: str, timeout: float, cwd: Path = ROOT,
+                    **extra_env: str) -> subprocess.CompletedProcess:
+    """``python *args`` in ``cwd`` (the repository root unless given) in a subprocess, as a person
+    runs it, printed for the test's log. The environment is this one's, less what a person's shell
+    does not have: the ``TRITON_INTERPRET`` that conftest.py set here (flash._runtime, on a machine
+    without CUDA), as each command must make that choice itself (inherited, it hid ``python -m fuzz
+    repro ... --kernel flash`` failing every check on the CPU), and ``PYTEST_XDIST_WORKER``, which
+    would make a pytest run inside act as this worker; plus ``extra_env``."""
+    inherited = {name: value for name, value in os.environ.items()
+                 if name not in ("TRITON_INTERPRET", "PYTEST_XDIST_WORKER")}
+    result = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
                             timeout=timeout, env={**inherited, **extra_env})
     print(f"$ python {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}")
     return result

@@ -7,16 +7,13 @@ that the second run is alone (no other worker's test in progress) and that it gi
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
-import sys
 import weakref
 
 import pytest
 import torch
 
 from fuzz import out_of_memory
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_as_a_person
 
 CUDA_OOM = "CUDA out of memory. Tried to allocate 1.25 GiB. GPU 0 has a total capacity of 79.18 GiB"
 
@@ -123,14 +120,10 @@ def test_rerun_alone_gives_the_verdict(tmp_path, workers):
     state.mkdir()
     (tmp_path / "test_runs_out.py").write_text(RUNS_OUT)
     (tmp_path / "test_busy.py").write_text(BUSY)  # --dist loadfile: on the other worker
-    env = {**os.environ, "OOM_STATE": str(state), "PYTHONPATH": str(ROOT)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "fuzz.out_of_memory", "-p", "no:cacheprovider", "-q",
-         "-rf", *workers, "test_runs_out.py", "test_busy.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    result = run_as_a_person("-m", "pytest", "-p", "fuzz.out_of_memory", "-p", "no:cacheprovider", "-q",
+                             "-rf", *workers, "test_runs_out.py", "test_busy.py", cwd=tmp_path,
+                             timeout=300, OOM_STATE=str(state), PYTHONPATH=str(ROOT))
     out = result.stdout + result.stderr
-    print(out)
     assert "2 failed, 13 passed" in out
     assert "FAILED test_runs_out.py::test_wrong" in out
     assert "FAILED test_runs_out.py::test_out_always" in out
