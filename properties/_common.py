@@ -77,15 +77,16 @@ def memory_of(t: torch.Tensor) -> torch.Tensor:
 def nan_twins(tensors: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list]:
     """For each tensor, one laid out alike (same shape, strides, storage offset, and the same memory
     shared among them, as k and v share one buffer under ``broadcast_kv``) in new memory whose every
-    byte is ``0xFF`` (NaN in float16, bfloat16 and float32); and the ``(source, twin)`` memory pairs
-    whose copy fills them."""
+    byte is ``0xFF`` (NaN in float16, bfloat16 and float32), or 0 for an integer tensor (offsets
+    ``cu_seqlens`` all 0: every sequence empty, where -1s would send a kernel that reads them too
+    early out of bounds); and the ``(source, twin)`` memory pairs whose copy fills them."""
     twins: dict[str, torch.Tensor] = {}
     memory: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     for name, t in tensors.items():
         key = t.untyped_storage().data_ptr()
         if key not in memory:
             source = memory_of(t)
-            memory[key] = (source, torch.full_like(source, 0xFF))
+            memory[key] = (source, torch.full_like(source, 0xFF if t.is_floating_point() else 0))
         twin = torch.empty(0, dtype=t.dtype, device=t.device)
         twins[name] = twin.set_(memory[key][1].untyped_storage(), t.storage_offset(), t.shape, t.stride())
     return twins, list(memory.values())

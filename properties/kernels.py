@@ -62,7 +62,8 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   (``check_shared_inputs``, on dense calls).
 - On CUDA, a call is ordered like a PyTorch op on the caller's current stream: it reads its inputs
   after the work queued before it on that stream, and its results (the backward's gradients too)
-  are written before the work queued after it (``check_current_stream``, on dense calls). A
+  are written before the work queued after it (``check_current_stream``; for packed calls,
+  ``cu_seqlens`` too: ``check_varlen_current_stream``). A
   module that runs elsewhere orders itself against that stream (``torch.cuda.current_stream()``),
   not the default one.
 - The forward is finite at any scores a float32 computation can hold: for float32 and bfloat16

@@ -6,15 +6,18 @@ inside ``torch.cuda.stream(s)``) relies on it. A kernel launched on another stre
 stream, a stream of its own, a handle cached from the first call) without ordering itself against
 the caller's reads its inputs before the caller's earlier work has written them, or hands over an
 output still being written. Every other check calls the kernel on the default stream, where such a
-kernel is right: this is the one that looks.
+kernel is right: these are the ones that look.
 
 :func:`check_current_stream` queues on a side stream a long GPU sleep, then the copies that fill
 q, k, v and the upstream gradient (until then every byte is NaN), then the forward, the backward,
 and copies of every result; a call on any other stream runs during the sleep and reads the NaNs.
+:func:`properties.varlen.check_varlen_current_stream` does the same for packed calls
+(:func:`on_side_stream`, with the offsets filled behind the sleep too).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
@@ -30,10 +33,12 @@ queued everything tests the order. A call that synchronizes with the stream on t
 on a tensor there) waits out any sleep: the check then compares the results and is n/a."""
 
 
-def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> tuple[dict, bool]:
-    """The results of the calls queued on a new stream behind a sleep and the copies of the inputs,
-    each copied on that stream once the call returns; and whether the sleep was still running once
-    the host had queued all of it (else the order was not tested: retried with a longer sleep)."""
+def on_side_stream(calls: Callable[[dict], dict], inputs: dict, ctx: str) -> tuple[dict, bool]:
+    """``calls(twins)`` (the results of a round of calls on ``twins``, tensors or None by name)
+    queued on a new stream behind a sleep and the copies that fill the twins of ``inputs``
+    (:func:`properties._common.nan_twins`), each result copied on that stream once the calls return;
+    and whether the sleep was still running once the host had queued all of it (else the order was
+    not tested: retried with a longer sleep)."""
     device = inputs["q"].device
     for cycles in SLEEP_CYCLES:
         torch.cuda.synchronize(device)
@@ -47,8 +52,7 @@ def _on_side_stream(kernel: ModuleType, case: Case, inputs: dict, ctx: str) -> t
                 for source, twin in fills:
                     twin.copy_(source)
             with _common.crash_is_failure(ctx, "the calls on a side stream"):
-                got = _common.results(kernel, twins["q"], twins["k"], twins["v"], twins["do"],
-                                      case.is_causal, case.features())
+                got = calls(twins)
             got = {name: None if t is None else t.clone() for name, t in got.items()}
         conclusive = not slept.query()  # still sleeping: everything above was queued behind it
         torch.cuda.synchronize(device)
@@ -75,13 +79,20 @@ def check_current_stream(kernel: ModuleType, case: Case, device=None) -> None:
     do = case.make_grad_out(device)
     f = case.features()
     want = _common.results(kernel, q, k, v, do, case.is_causal, f)
-    got, conclusive = _on_side_stream(kernel, case, {"q": q, "k": k, "v": v, "do": do}, ctx)
+    got, conclusive = on_side_stream(
+        lambda t: _common.results(kernel, t["q"], t["k"], t["v"], t["do"], case.is_causal, f),
+        {"q": q, "k": k, "v": v, "do": do}, ctx)
     _common.assert_results_agree(got, want, q, k, v, do, case.is_causal, "the call inside "
                                  "torch.cuda.stream(side), behind a sleep and its inputs' copies, vs on the "
                                  "default stream", ctx, **f)
     if not conclusive:
-        raise NotApplicable(
-            f"check_current_stream on kernel {kernel_name(kernel)}, {case}: the host had not queued the "
-            f"calls when a {SLEEP_CYCLES[-1]}-cycle GPU sleep ahead "
-            "of them ended: the calls wait on the host for the caller's stream (a synchronization), "
-            "so their order on it could not be tested (their results agreed)")
+        raise inconclusive("check_current_stream", kernel, case)
+
+
+def inconclusive(check: str, kernel: ModuleType, case) -> NotApplicable:
+    """What a stream check raises when its calls waited out every sleep (their results agreed)."""
+    return NotApplicable(
+        f"{check} on kernel {kernel_name(kernel)}, {case}: the host had not queued the calls when a "
+        f"{SLEEP_CYCLES[-1]}-cycle GPU sleep ahead of them ended: the calls wait on the host for the "
+        "caller's stream (a synchronization), so their order on it could not be tested (their "
+        "results agreed)")

@@ -27,8 +27,9 @@ from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_ma
 from properties import _common
 from properties import error_model as em
 from properties.gradients import FROZEN
-from properties.kernels import default_device, gated, require_varlen
+from properties.kernels import NotApplicable, default_device, gated, require_varlen
 from properties.side_effects import Snapshot, overwrite_in_place
+from properties.streams import inconclusive, on_side_stream
 from properties.varlen_case import VarlenCase, VarlenInputs
 
 ROWS = ("sequence", "head", "row", "col")
@@ -331,36 +332,74 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     o_grad = fn(*leaves, *x[3:], new.is_causal, **f)
     with _common.crash_is_failure(ctx, "the backward after the update"):
         grads = torch.autograd.grad(o_grad, leaves, new_do)
-    o_grad = o_grad.detach()
-    want, want_lse = _forward(kernel, fresh, new)
-    fresh_leaves = [t.detach().requires_grad_() for t in fresh[:3]]
-    want_grad = fn(*fresh_leaves, *fresh[3:], new.is_causal, **f)
-    want_grads = torch.autograd.grad(want_grad, fresh_leaves, new_do)
-    want_grad = want_grad.detach()
-    o64, lse64, o_ref, lse_ref = _references(fresh, new)
-    cu_q, nan = fresh.cu_seqlens_q, float("nan")
-    what = (f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s "
-            f"batch vs a call on fresh tensors")
-    bound, how = em.error_bound(em.OUTPUT, _pad(o_ref, cu_q), _pad(o64, cu_q), dtype=x.q.dtype,
-                                **_scales(fresh, new))
-    for name, got, expected in (("o", o, want), ("o with gradients recorded", o_grad, want_grad)):
-        em.assert_within_bound(f"{name}: {what}", _pad(got, cu_q, nan), _pad(expected, cu_q, nan),
-                               em.two_sided_bound(bound, bound), f"the output's bound twice; each = {how}",
-                               context=ctx, axes=ROWS)
-    if lse is not None:
-        bound, how = em.error_bound(em.LSE, _pad(lse_ref, cu_q), _pad(lse64, cu_q), dtype=em.LSE_DTYPE,
-                                    **_scales(fresh, new, _pad(lse64, cu_q)))
-        em.assert_within_bound(f"lse: {what}", _pad(lse, cu_q, nan), _pad(want_lse, cu_q, nan),
-                               em.two_sided_bound(bound, bound), f"the lse's bound twice; each = {how}",
-                               context=ctx, axes=LSE_ROWS)
-    bounds = _gradient_bounds(fresh, new_do, new)
-    for name, got, expected, c, axes, (bound, how) in zip(
-        ("dq", "dk", "dv"), grads, want_grads, (fresh.cu_seqlens_q, fresh.cu_seqlens_k, fresh.cu_seqlens_k),
-        (ROWS, KEYS, KEYS), bounds,
-    ):
-        em.assert_within_bound(f"{name}: {what}", _pad(got, c, nan), _pad(expected, c, nan),
-                               em.two_sided_bound(bound, bound), f"the gradient's bound twice; each = {how}",
+    want = _run(kernel, fresh, new_do, new)
+    got = {"o": o, "o with gradients recorded": o_grad.detach(), "lse": lse,
+           **dict(zip(("dq", "dk", "dv"), grads))}
+    want["o with gradients recorded"] = want["o"]
+    _assert_packed_results_agree(got, want, fresh, new_do, new, (
+        f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s batch vs "
+        "a call on fresh tensors"), ctx)
+
+
+def _assert_packed_results_agree(got: dict, want: dict, x: VarlenInputs, do: torch.Tensor,
+                                 case: VarlenCase, what: str, ctx: str) -> None:
+    """Each packed result in ``got`` (``lse``, ``dq``, ``dk``, ``dv``, or any other name: an output
+    ``o``; None skipped) within twice its error-model bound for the inputs ``x`` of ``want``'s of the
+    same name: two calls, each within its bound of the oracle, so a bug that shows in every call is
+    the oracle checks' to report. Compared padded, so that a message names the sequence."""
+    o64, lse64, o_ref, lse_ref = _references(x, case)
+    cu_q, nan = x.cu_seqlens_q, float("nan")
+    grad_bounds = None
+    for name, result in got.items():
+        if result is None or want[name] is None:
+            continue
+        side, axes = _SIDE.get(name, _SIDE["o"])
+        cu = x.cu_seqlens_k if side == "k" else cu_q
+        if name == "lse":
+            scales = _scales(x, case, _pad(lse64, cu_q))
+            (bound, how), kind = em.error_bound(em.LSE, _pad(lse_ref, cu_q), _pad(lse64, cu_q),
+                                                dtype=em.LSE_DTYPE, **scales), "lse's"
+        elif name in ("dq", "dk", "dv"):
+            grad_bounds = grad_bounds or _gradient_bounds(x, do, case)
+            (bound, how), kind = grad_bounds[("dq", "dk", "dv").index(name)], "gradient's"
+        else:
+            (bound, how), kind = em.error_bound(em.OUTPUT, _pad(o_ref, cu_q), _pad(o64, cu_q),
+                                                dtype=x.q.dtype, **_scales(x, case)), "output's"
+        em.assert_within_bound(f"{name}: {what}", _pad(result, cu, nan), _pad(want[name], cu, nan),
+                               em.two_sided_bound(bound, bound), f"the {kind} bound twice; each = {how}",
                                context=ctx, axes=axes)
+
+
+@gated
+def check_varlen_current_stream(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """:func:`properties.streams.check_current_stream` for the packed call: on CUDA, its forward
+    (``attention_varlen_with_lse`` where the module has it) and its backward, inside
+    ``torch.cuda.stream(side)`` behind a sleep and the copies that fill q, k, v, the upstream
+    gradient (NaN until then) and ``cu_seqlens_q``, ``cu_seqlens_k`` (0 until then: every sequence
+    empty), agree with the same calls on the default stream within twice each result's error-model
+    bound. n/a off CUDA, and where the calls wait on the host for the caller's stream (a kernel that
+    reads ``cu_seqlens`` back to the host, as flash's checks do): then no order is left to test."""
+    require_varlen(kernel)
+    device = torch.device(device or default_device())
+    if device.type != "cuda":
+        raise NotApplicable("check_varlen_current_stream runs on CUDA devices only (streams), not "
+                            f"{device.type}")
+    ctx = _common.context("check_varlen_current_stream", kernel, case)
+    x = case.make_qkv(device)
+    do = case.make_grad_out(device)
+    want = _run(kernel, x, do, case)
+    inputs = {"q": x.q, "k": x.k, "v": x.v, "do": do, "cu_seqlens_q": x.cu_seqlens_q,
+              "cu_seqlens_k": x.cu_seqlens_k}
+
+    def calls(twins: dict) -> dict:
+        packed = x._replace(**{name: twins[name] for name in ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")})
+        return _run(kernel, packed, twins["do"], case)
+
+    got, conclusive = on_side_stream(calls, inputs, ctx)
+    _assert_packed_results_agree(got, want, x, do, case, "the packed calls inside torch.cuda.stream(side), "
+                                 "behind a sleep and their inputs' copies, vs on the default stream", ctx)
+    if not conclusive:
+        raise inconclusive("check_varlen_current_stream", kernel, case)
 
 
 def _gradient_bounds(x: VarlenInputs, do: torch.Tensor, case: VarlenCase) -> list[tuple[float, str]]:
@@ -510,5 +549,6 @@ VARLEN_CHECKS = (
     check_varlen_inputs_updated_in_place,
     check_varlen_gradients_with_frozen_inputs,
     check_varlen_backward_repeatable,
+    check_varlen_current_stream,
 )
 """Every check of packed variable-length batches, in the order reports list them."""

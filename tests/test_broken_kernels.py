@@ -348,8 +348,34 @@ VARLEN_CASE_OF = {"varlen_bottom_right_packed": VARLEN_FEATURE_CASE}
 """The case a broken varlen module is judged on, where it is not :data:`VARLEN_CASE`."""
 
 
+VARLEN_GPU_BROKEN = {
+    # check: module in tests/broken, for the varlen checks that run on CUDA devices only.
+    "check_varlen_current_stream": "varlen_default_stream_only",
+}
+
+
 def test_every_varlen_check_has_a_broken_module():
-    assert {check for check, _ in VARLEN_BROKEN.values()} == {check.__name__ for check in VARLEN_CHECKS}
+    assert ({check for check, _ in VARLEN_BROKEN.values()} | set(VARLEN_GPU_BROKEN)
+            == {check.__name__ for check in VARLEN_CHECKS})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("check_name", list(VARLEN_GPU_BROKEN))
+def test_gpu_broken_varlen_module_fails_its_check(check_name, monkeypatch):
+    """On a GPU, the module fails its check with a full message; and the same module with its one bug
+    mended passes it (flash and tests/broken/_varlen.py read cu_seqlens back on the caller's stream,
+    which makes the check n/a for them: this is the check's pass that a false alarm would break)."""
+    import torch
+
+    module = f"tests.broken.{VARLEN_GPU_BROKEN[check_name]}"
+    check = {c.__name__: c for c in VARLEN_CHECKS}[check_name]
+    with pytest.raises(AssertionError) as failure:
+        check(load_kernel(module), VARLEN_CASE)
+    message = str(failure.value)
+    for fragment in (check_name, f"kernel {module}", "VarlenCase(seqlens_q=", "sequence ", "bound"):
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+    monkeypatch.setattr(load_kernel(module), "ordered_against", torch.cuda.current_stream)
+    check(load_kernel(module), VARLEN_CASE)
 
 
 @pytest.mark.parametrize("module", list(VARLEN_BROKEN))
