@@ -359,12 +359,24 @@ def test_every_varlen_check_has_a_broken_module():
             == {check.__name__ for check in VARLEN_CHECKS})
 
 
+@pytest.mark.parametrize("module", list(VARLEN_GPU_BROKEN.values()))
+def test_gpu_broken_varlen_module_is_right_off_cuda(module):
+    """Its bug is the stream it runs on: on the CPU it passes every varlen check (so on a GPU, with
+    its one line mended, it is a correct module)."""
+    for check in VARLEN_CHECKS:
+        try:
+            check(load_kernel(f"tests.broken.{module}"), VARLEN_CASE)
+        except NotApplicable:
+            pass
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("check_name", list(VARLEN_GPU_BROKEN))
 def test_gpu_broken_varlen_module_fails_its_check(check_name, monkeypatch):
     """On a GPU, the module fails its check with a full message; and the same module with its one bug
-    mended passes it (flash and tests/broken/_varlen.py read cu_seqlens back on the caller's stream,
-    which makes the check n/a for them: this is the check's pass that a false alarm would break)."""
+    mended passes it, conclusively (flash and tests/broken/_varlen.py read cu_seqlens back on the
+    caller's stream, which makes the check n/a for them: this is the check's pass that a false alarm
+    would break)."""
     import torch
 
     module = f"tests.broken.{VARLEN_GPU_BROKEN[check_name]}"
