@@ -71,9 +71,7 @@ def check_current_stream(kernel: ModuleType, case: Case, device=None) -> None:
     held to bits here). A call that runs on any other stream than the caller's current one, or does
     not order its work before the caller's next, reads NaN or hands over unfinished results (the
     contract, ``properties/kernels.py``). n/a off CUDA: the CPU has no streams."""
-    device = torch.device(device or default_device())
-    if device.type != "cuda":
-        raise NotApplicable(f"check_current_stream runs on CUDA devices only (streams), not {device.type}")
+    device = cuda_device("check_current_stream", device)
     ctx = _common.context("check_current_stream", kernel, case)
     q, k, v = case.make_qkv(device)
     do = case.make_grad_out(device)
@@ -87,6 +85,15 @@ def check_current_stream(kernel: ModuleType, case: Case, device=None) -> None:
                                  "default stream", ctx, **f)
     if not conclusive:
         raise inconclusive("check_current_stream", kernel, case)
+
+
+def cuda_device(check: str, device) -> torch.device:
+    """``device`` (default: :func:`~properties.kernels.default_device`) if it is a CUDA device; else
+    the stream check ``check`` is n/a: the CPU has no streams."""
+    device = torch.device(device or default_device())
+    if device.type != "cuda":
+        raise NotApplicable(f"{check} runs on CUDA devices only (streams), not {device.type}")
+    return device
 
 
 def inconclusive(check: str, kernel: ModuleType, case) -> NotApplicable:

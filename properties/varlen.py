@@ -27,9 +27,9 @@ from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_ma
 from properties import _common
 from properties import error_model as em
 from properties.gradients import FROZEN
-from properties.kernels import NotApplicable, default_device, gated, require_varlen
+from properties.kernels import default_device, gated, require_varlen
 from properties.side_effects import Snapshot, overwrite_in_place
-from properties.streams import inconclusive, on_side_stream
+from properties.streams import cuda_device, inconclusive, on_side_stream
 from properties.varlen_case import VarlenCase, VarlenInputs
 
 ROWS = ("sequence", "head", "row", "col")
@@ -380,10 +380,7 @@ def check_varlen_current_stream(kernel: ModuleType, case: VarlenCase, device=Non
     bound. n/a off CUDA, and where the calls wait on the host for the caller's stream (a kernel that
     reads ``cu_seqlens`` back to the host, as flash's checks do): then no order is left to test."""
     require_varlen(kernel)
-    device = torch.device(device or default_device())
-    if device.type != "cuda":
-        raise NotApplicable("check_varlen_current_stream runs on CUDA devices only (streams), not "
-                            f"{device.type}")
+    device = cuda_device("check_varlen_current_stream", device)
     ctx = _common.context("check_varlen_current_stream", kernel, case)
     x = case.make_qkv(device)
     do = case.make_grad_out(device)
