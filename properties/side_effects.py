@@ -126,7 +126,7 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
 @gated
 def check_shared_inputs(kernel: ModuleType, case: Case, device=None) -> None:
     """One tensor in several roles: ``k`` is ``v``; and, unless the case groups query heads, ``q``
-    is ``k`` is ``v`` (self-attention on the case's q, made ``n_k`` long if ``n_q`` is not). ``o``,
+    is ``k`` is ``v`` (self-attention on the case's q, both lengths cut to the shorter one). ``o``,
     the lse and each gradient of a role no other shares within twice the error model of the same
     call on separate copies; the shared tensor's gradient (autograd sums its roles') within twice
     the sum of its roles' bounds of the sum of their gradients.
@@ -139,7 +139,11 @@ def check_shared_inputs(kernel: ModuleType, case: Case, device=None) -> None:
     f = case.features()
     variants = [("k is v", (q, k, k), case.make_grad_out(device))]
     if q.shape[:-2] == k.shape[:-2]:
-        square = case if case.n_q == case.n_k else _common.transformed(kernel, case, device, n_q=case.n_k)
+        # The shorter length: a decode case's (3 queries over 20001 keys) square at n_k would ask the
+        # float64 bounds for n_k^2 scores per slice (9 GiB there), and sharing is no less shared
+        # at n_q; the "k is v" call above keeps the case's own shapes.
+        n = min(case.n_q, case.n_k)
+        square = case if case.n_q == case.n_k else _common.transformed(kernel, case, device, n_q=n, n_k=n)
         x = square.make_qkv(device)[0]
         variants.append(("q is k is v", (x, x, x), square.make_grad_out(device)))
     for what, inputs, do in variants:
