@@ -143,8 +143,8 @@ def check_shared_inputs(kernel: ModuleType, case: Case, device=None) -> None:
         # float64 bounds for n_k^2 scores per slice (9 GiB there), and sharing is no less shared
         # at n_q; the "k is v" call above keeps the case's own shapes.
         n = min(case.n_q, case.n_k)
-        square = case if case.n_q == case.n_k else _common.transformed(kernel, case, device, n_q=n, n_k=n)
-        x = square.make_qkv(device)[0]
+        square = _common.transformed(kernel, case, device, n_q=n, n_k=n)
+        x, _, _ = square.make_qkv(device)
         variants.append(("q is k is v", (x, x, x), square.make_grad_out(device)))
     for what, inputs, do in variants:
         ctx = f"{_common.context('check_shared_inputs', kernel, case)}, {what}"

@@ -383,11 +383,15 @@ def test_gpu_broken_varlen_module_fails_its_check(check_name, monkeypatch):
     check = {c.__name__: c for c in VARLEN_CHECKS}[check_name]
     with pytest.raises(AssertionError) as failure:
         check(load_kernel(module), VARLEN_CASE)
-    message = str(failure.value)
-    for fragment in (check_name, f"kernel {module}", "VarlenCase(seqlens_q=", "sequence ", "bound"):
-        assert fragment in message, f"{fragment!r} missing from: {message}"
+    _assert_full_varlen_message(check_name, module, str(failure.value))
     monkeypatch.setattr(load_kernel(module), "ordered_against", torch.cuda.current_stream)
     check(load_kernel(module), VARLEN_CASE)
+
+
+def _assert_full_varlen_message(check_name: str, module: str, message: str) -> None:
+    """A varlen failure names the check, the module, the packed case, the sequence and the bound."""
+    for fragment in (check_name, f"kernel {module}", "VarlenCase(seqlens_q=", "sequence ", "bound"):
+        assert fragment in message, f"{fragment!r} missing from: {message}"
 
 
 @pytest.mark.parametrize("module", list(VARLEN_BROKEN))
@@ -404,10 +408,7 @@ def test_broken_varlen_module_fails_its_check(module):
         except Exception as exc:  # a check that stops on what the kernel did refuses it too
             failed[check.__name__] = str(exc)
     assert check_name in failed, f"{check_name} did not catch tests.broken.{module}"
-    message = failed[check_name]
-    for fragment in (check_name, f"kernel tests.broken.{module}", "VarlenCase(seqlens_q=", "sequence "):
-        assert fragment in message, f"{fragment!r} missing from: {message}"
-    assert "bound" in message, f"no bound in: {message}"
+    _assert_full_varlen_message(check_name, f"tests.broken.{module}", failed[check_name])
     assert set(failed) == expected, (
         f"tests.broken.{module}: failing varlen checks {sorted(failed)}, expected {sorted(expected)}"
     )
