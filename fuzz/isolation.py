@@ -10,7 +10,11 @@ The parent gets back a :class:`Verdict`:
   is started for the next case. A worker killed by ``SIGKILL``, which no kernel sends itself (the
   host's OOM killer, a person), is not the case's verdict: the case runs once more in a fresh
   worker, and that run's verdict is returned, marked ``replayed`` (one report of the kernel beside
-  a full GPU suite got such a crash, 2026-12-05);
+  a full GPU suite got such a crash, 2026-12-05). That run is given its own ``case_timeout`` even
+  where the caller's ``give_up_at`` has passed (a report on 2026-12-06 showed a FAIL whose only
+  evidence was a kill 0.4 s into a case, because the budget ran out before the rerun): so a caller's
+  budget may be overrun by one case. Both crash messages say what the host's memory was
+  (:func:`memory_evidence`), so that the next such kill says whether the OOM killer sent it;
 - ``timeout``: no verdict within ``case_timeout`` seconds; the worker is killed and replaced;
 - ``abandoned``: not a verdict: the caller's ``give_up_at`` time came first (its budget is spent);
   the worker is killed and replaced.
@@ -113,6 +117,7 @@ class IsolatedChecker:
         self._context = multiprocessing.get_context("spawn")
         self._process = None
         self._conn = None
+        self._oom_kills = oom_kill_count()
 
     def __enter__(self) -> IsolatedChecker:
         return self
@@ -159,13 +164,11 @@ class IsolatedChecker:
     def check(self, check_name: str, case, *, give_up_at: float | None = None) -> Verdict:
         """The verdict of ``check_name`` on ``case``, run in the worker; ``abandoned`` if
         ``time.monotonic()`` passes ``give_up_at`` first. A worker killed by ``SIGKILL`` gets the
-        case once more (module docstring); if the budget runs out first, the crash stands."""
+        case once more, past ``give_up_at`` if need be (module docstring)."""
         verdict, code = self._check_once(check_name, case, give_up_at)
         if verdict.status != "crash" or code != -signal.SIGKILL:
             return verdict
-        again, _ = self._check_once(check_name, case, give_up_at)
-        if again.status == "abandoned":
-            return verdict
+        again, _ = self._check_once(check_name, case, None)  # its own case_timeout (module docstring)
         note = (f"{verdict.message}; run again in a fresh worker, as SIGKILL comes from outside "
                 f"(the OOM killer, a person), this is that run's verdict")
         message = f"{again.message} [{note}]" if again.message else ""
@@ -197,8 +200,9 @@ class IsolatedChecker:
             elapsed = time.monotonic() - start
             code = self._kill()
             self.restarts += 1
+            killed = f"; {memory_evidence(self._oom_kills)}" if code == -signal.SIGKILL else ""
             return Verdict("crash", f"the worker process died ({_exit_status(code)}) after "
-                                    f"{elapsed:.1f} s running {check_name} on this case"), code
+                                    f"{elapsed:.1f} s running {check_name} on this case{killed}"), code
         return Verdict(status, message, margins, outside), None
 
     def close(self) -> None:
@@ -210,6 +214,41 @@ class IsolatedChecker:
                 pass
             self._process.join(timeout=5)
         self._kill()
+
+
+_OOM_KILL_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+"""Where the kernel counts this cgroup's OOM kills (``oom_kill N``): cgroup v2, then v1."""
+
+
+def oom_kill_count() -> int | None:
+    """The OOM killer's kills in this process's memory cgroup so far, or None where not readable."""
+    for path in _OOM_KILL_FILES:
+        try:
+            with open(path) as lines:
+                for line in lines:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def memory_evidence(kills_before: int | None) -> str:
+    """What the host says of its memory when a worker was found killed: the OOM killer's kills in
+    this cgroup since the checker started (where the kernel counts them) and the memory available."""
+    parts = []
+    kills = oom_kill_count()
+    if kills is not None and kills_before is not None:
+        parts.append(f"OOM kills in this cgroup since the checker started: {kills - kills_before}")
+    try:
+        with open("/proc/meminfo") as lines:
+            info = dict(line.split(":", 1) for line in lines)
+        gib = {key: int(info[key].split()[0]) / 2**20 for key in ("MemAvailable", "MemTotal")}
+        parts.append(f"host memory available {gib['MemAvailable']:.1f} of {gib['MemTotal']:.1f} GiB")
+    except (OSError, KeyError, ValueError):
+        pass
+    return "; ".join(parts) or "the host's memory counters were not readable"
 
 
 def _exit_status(code: int | None) -> str:

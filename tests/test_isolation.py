@@ -3,9 +3,12 @@ worker, and that run gives the verdict; a worker that ends itself is the case's 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from fuzz.isolation import IsolatedChecker
+from fuzz import isolation
+from fuzz.isolation import IsolatedChecker, memory_evidence
 from properties.case import Case
 
 CHECK = "check_output_matches_oracle"
@@ -34,7 +37,32 @@ def test_killed_again_stays_a_crash(kill_state, monkeypatch):
     verdict, restarts = _verdict("tests.broken.fuzz_killed_once", Case(5, 7, 16, (2,), "float32", False))
     assert verdict.status == "crash" and verdict.failed
     assert verdict.message.startswith("the worker process died (killed by SIGKILL (exit code -9))")
+    assert "host memory available" in verdict.message  # so the next such kill says whose it was
     assert restarts == 2
+
+
+def test_the_rerun_of_a_killed_case_is_not_cut_by_the_budget(kill_state, monkeypatch):
+    """A budget that ends between the kill and the rerun does not leave the kill as the verdict (a
+    report's FAIL of 2026-12-06 had nothing else): the rerun gets its own case timeout."""
+    asked = []
+    once = IsolatedChecker._check_once
+
+    def recording(self, check_name, case, give_up_at):
+        asked.append(give_up_at)
+        return once(self, check_name, case, give_up_at)
+
+    monkeypatch.setattr(IsolatedChecker, "_check_once", recording)
+    give_up_at = time.monotonic() + 120
+    with IsolatedChecker("tests.broken.fuzz_killed_once", case_timeout=120) as checker:
+        verdict = checker.check(CHECK, Case(5, 7, 16, (2,), "float32", False), give_up_at=give_up_at)
+    assert verdict.status == "pass" and verdict.replayed, verdict
+    assert asked == [give_up_at, None]
+
+
+def test_memory_evidence_counts_kills_since_the_start(monkeypatch):
+    assert "host memory available" in memory_evidence(None)
+    monkeypatch.setattr(isolation, "oom_kill_count", lambda: 5)
+    assert "OOM kills in this cgroup since the checker started: 2" in memory_evidence(3)
 
 
 def test_a_worker_that_exits_is_the_case_crash():
