@@ -120,6 +120,13 @@ def cmd_run(args) -> int:
         print(f"  minimal case: {case}")
         print(f"  replay: {_command('repro', case, r.name, args.kernel)}")
         print(f"  pin:    {_command('pin', case, r.name)}")
+        other = r.first_failure_of_another_kind
+        if other is not None:  # shrinking ended on another kind of failure than it began with
+            first_case, first = other
+            print(f"  failing examples: {r.failing_tally}; the first found was a {first.status}:")
+            for line in first.message.splitlines()[:2]:
+                print(f"    {line}")
+            print(f"  its replay: {_command('repro', first_case, r.name, args.kernel)}")
     total = sum(r.examples for r in results)
     not_run = [r.name for r in results if r.verdict == "not run"]
     unrun = (f"; {len(not_run)} not run, no example finished in its share of the budget "

@@ -66,7 +66,7 @@ def _cell(result: CheckResult, kernel: str, notes: _Notes, replay: Callable[...,
             cut = " (shrinking cut short by the budget: a smaller case may fail)"
         return "FAIL " + notes.ref(
             f"`{result.name}` on `{kernel}`: {verdict.status}: {first}{cut}\n"
-            f"replay: `{replay(case, result.name, kernel)}`"
+            f"replay: `{replay(case, result.name, kernel)}`" + _first_of_another_kind(result, kernel, replay)
         )
     if result.verdict == "n/a":
         return "n/a " + notes.ref(f"n/a: {result.not_applicable_reason}")
@@ -81,6 +81,18 @@ def _cell(result: CheckResult, kernel: str, notes: _Notes, replay: Callable[...,
     if margin is None:
         return f"pass ({cases}){replayed}"
     return f"pass ({cases}; {margin.fraction:.2g} of bound, {margin.quantity}){replayed}"
+
+
+def _first_of_another_kind(result: CheckResult, kernel: str, replay: Callable[..., str]) -> str:
+    """The failing examples by status, and the first failure found where shrinking ended on another
+    kind (its replay line too): empty for a check with one kind of failure."""
+    other = result.first_failure_of_another_kind
+    if other is None:
+        return ""
+    case, verdict = other
+    first = verdict.message.splitlines()[0] if verdict.message else ""
+    return (f"\nfailing examples: {result.failing_tally}; the first found was a {verdict.status}: {first}\n"
+            f"its replay: `{replay(case, result.name, kernel)}`")
 
 
 def _summary(results: Sequence[CheckResult]) -> str:

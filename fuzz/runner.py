@@ -74,6 +74,24 @@ class CheckResult:
     worst_margin: Margin | None = None
     replayed: int = 0  # cases whose verdict is a second run's (fuzz.isolation: a worker killed)
     replayed_note: str = ""  # the first such case's note
+    # Every failure of a check is one bug to Hypothesis (FuzzFailure), so shrinking may trade the
+    # first failure found for another kind (an assertion for a worker killed from outside, as a
+    # report of 2026-12-06 may have): the first and a tally by status keep what was found.
+    first_failure: tuple[Case | VarlenCase, Verdict] | None = None
+    failing_statuses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failing_tally(self) -> str:
+        """``'crash 2, fail 1'``: the failing examples by verdict status, most first."""
+        counts = sorted(self.failing_statuses.items(), key=lambda item: (-item[1], item[0]))
+        return ", ".join(f"{status} {n}" for status, n in counts)
+
+    @property
+    def first_failure_of_another_kind(self) -> tuple[Case | VarlenCase, Verdict] | None:
+        """The first failure found, where its status is not the reported (smallest) failure's."""
+        if self.first_failure is None or self.failure is None:
+            return None
+        return self.first_failure if self.first_failure[1].status != self.failure[1].status else None
 
     @property
     def verdict(self) -> str:
@@ -96,6 +114,8 @@ class CheckResult:
         if verdict.failed:
             self.failed += 1
             self.failure = (case, verdict)  # the shrinker only tries smaller cases: the last is best
+            self.first_failure = self.first_failure or self.failure
+            self.failing_statuses[verdict.status] = self.failing_statuses.get(verdict.status, 0) + 1
         elif verdict.status == "n/a":
             self.not_applicable += 1
             self.not_applicable_reason = self.not_applicable_reason or verdict.message
@@ -133,8 +153,9 @@ class Progress:
             self.update(result, force=True)
             self.stream.write("\n")
         else:
-            self.stream.write(f"fuzzed {result.name}: {result.examples} examples, {result.failed} failing, "
-                              f"{result.seconds:.0f} s\n")
+            tally = f" ({result.failing_tally})" if result.failed else ""
+            self.stream.write(f"fuzzed {result.name}: {result.examples} examples, {result.failed} failing"
+                              f"{tally}, {result.seconds:.0f} s\n")
         self.stream.flush()
 
 

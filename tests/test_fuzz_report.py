@@ -9,6 +9,7 @@ end-to-end run fuzzes two fast kernel modules (the oracle, and a float32 module 
 """
 
 import functools
+import io
 import re
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import torch
 from fuzz.__main__ import _command, main
 from fuzz.isolation import Verdict, run_check
 from fuzz.report import markdown
-from fuzz.runner import CheckResult
+from fuzz.runner import CheckResult, Progress
 from properties import check_output_matches_oracle, check_rows_normalized, load_kernel
 from properties import error_model as em
 from properties.case import Case
@@ -92,6 +93,27 @@ def test_a_pass_that_needed_a_second_run_says_so():
     assert _rows(page)["check_single_key"] == ["pass (2 cases) [1]"]
     notes = page.split("\n\n")[-1].strip()
     assert notes == f"1. `check_single_key` on `k`: 1 case(s) run twice, the first: {note}"
+
+
+def test_a_failure_shrunk_into_another_kind_keeps_the_first():
+    """Hypothesis shrinks every failure of a check as one bug: where it ends on a crash after an
+    assertion, the note still names the assertion and how to replay it."""
+    result = CheckResult("check_output_matches_oracle")
+    big = Case(9, 9, 16, ())
+    result.record(big, Verdict("fail", "output o: error 3e-2 exceeds bound 1e-3"))
+    result.record(CASE, Verdict("crash", "the worker process died (killed by SIGKILL (exit code -9))"))
+    assert result.failing_tally == "crash 1, fail 1"
+    notes = markdown({"k": [result]}, replay=REPLAY).split("\n\n")[-1].splitlines()
+    assert notes[2:] == [
+        "   failing examples: crash 1, fail 1; the first found was a fail: "
+        "output o: error 3e-2 exceeds bound 1e-3",
+        f"   its replay: `{_command('repro', big, 'check_output_matches_oracle', 'k')}`",
+    ]
+    progress = io.StringIO()  # not a terminal: one line per check, with the tally
+    Progress(budget=1.0, stream=progress).finish(result)
+    assert "2 failing (crash 1, fail 1)" in progress.getvalue()
+    one_kind = _result("check_rows_normalized", Verdict("fail", "a"), Verdict("fail", "b"))
+    assert len(markdown({"k": [one_kind]}, replay=REPLAY).split("\n\n")[-1].splitlines()) == 2
 
 
 def test_columns_must_list_the_same_checks():
