@@ -13,8 +13,9 @@ The parent gets back a :class:`Verdict`:
   a full GPU suite got such a crash, 2026-12-05). That run is given its own ``case_timeout`` even
   where the caller's ``give_up_at`` has passed (a report on 2026-12-06 showed a FAIL whose only
   evidence was a kill 0.4 s into a case, because the budget ran out before the rerun): so a caller's
-  budget may be overrun by one case. Both crash messages say what the host's memory was
-  (:func:`memory_evidence`), so that the next such kill says whether the OOM killer sent it;
+  budget may be overrun by one case. The message of a worker killed so says what the host's memory
+  counters were (:func:`memory_evidence`), so that the next such kill says whether the OOM killer
+  sent it;
 - ``timeout``: no verdict within ``case_timeout`` seconds; the worker is killed and replaced;
 - ``abandoned``: not a verdict: the caller's ``give_up_at`` time came first (its budget is spent);
   the worker is killed and replaced.
@@ -236,7 +237,8 @@ def oom_kill_count() -> int | None:
 
 def memory_evidence(kills_before: int | None) -> str:
     """What the host says of its memory when a worker was found killed: the OOM killer's kills in
-    this cgroup since the checker started (where the kernel counts them) and the memory available."""
+    this cgroup since the checker started (where the kernel counts them: the evidence that matters)
+    and the memory available (read after the kill, so with the killed worker's memory freed)."""
     parts = []
     kills = oom_kill_count()
     if kills is not None and kills_before is not None:
