@@ -16,6 +16,9 @@ The parent gets back a :class:`Verdict`:
   budget may be overrun by one case. The message of a worker killed so says what the host's memory
   counters were (:func:`memory_evidence`), so that the next such kill says whether the OOM killer
   sent it;
+- a check that ran the GPU out of memory runs once more in the same worker, alone on the card
+  among the workers of the run (:func:`run_check`), and that run gives the verdict, marked
+  ``replayed``;
 - ``timeout``: no verdict within ``case_timeout`` seconds; the worker is killed and replaced;
 - ``abandoned``: not a verdict: the caller's ``give_up_at`` time came first (its budget is spent);
   the worker is killed and replaced.
@@ -27,10 +30,12 @@ an ``error`` on a CUDA device the worker exits and the next case gets a fresh on
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["FAILING", "IsolatedChecker", "Verdict"]
 
@@ -48,15 +53,48 @@ class Verdict:
     message: str = ""
     margins: tuple = ()
     outside: bool = False  # n/a because of this case only (properties.kernels.OutsideLimits)
-    replayed: str = ""  # why this is a second run's verdict (the first worker was killed), if it is
+    replayed: str = ""  # why this is a second run's verdict (a killed worker, the GPU's memory), if it is
 
     @property
     def failed(self) -> bool:
         return self.status in FAILING
 
 
-def run_check(check, kernel, case) -> tuple[Verdict, bool]:
-    """Run one check in this process: its :class:`Verdict`, and whether the device may be poisoned."""
+CARD_HOLD_DIR = "FLASH_FUZZ_CARD_HOLD"
+"""Environment variable: a directory that the workers of one run sharing a card hold it through
+(:class:`fuzz.out_of_memory.CardHold`); :mod:`fuzz.parallel` sets it. Unset: a worker is alone."""
+
+
+def run_check(check, kernel, case, card=None) -> tuple[Verdict, bool]:
+    """Run one check in this process: its :class:`Verdict`, and whether the device may be poisoned.
+
+    ``card``: a :class:`fuzz.out_of_memory.CardHold`, held shared while the check runs. A check whose
+    call ran the GPU out of memory (:func:`fuzz.out_of_memory.is_out_of_memory`, also behind the
+    ``AssertionError`` a check raises for a crashed call) runs once more, alone on the card (the
+    exclusive hold), and that run's verdict is returned, marked ``replayed``: what the other workers
+    held says nothing of the kernel, as for the suite's plugin; a kernel that needs more memory than
+    the card has fails alone too."""
+    from fuzz.out_of_memory import CardHold, release
+
+    card = card or CardHold(None)
+    with card.shared():
+        verdict, poisoned, out_of_memory = _run_once(check, kernel, case)
+    if not out_of_memory:
+        return verdict, poisoned
+    release()
+    with card.exclusive():
+        again, poisoned, _ = _run_once(check, kernel, case)
+    first = (verdict.message.splitlines() or [""])[0]
+    note = (f"{first[:300]}; run again alone on the card, as the memory other workers hold is not the "
+            f"kernel's, this is that run's verdict")
+    message = f"{again.message} [{note}]" if again.message else ""
+    return Verdict(again.status, message, again.margins, again.outside, replayed=note), poisoned
+
+
+def _run_once(check, kernel, case) -> tuple[Verdict, bool, bool]:
+    """:func:`run_check`'s one run: the verdict, whether the device may be poisoned, and whether it
+    failed by running the GPU out of memory."""
+    from fuzz.out_of_memory import is_out_of_memory
     from properties.error_model import record_margins
     from properties.kernels import NotApplicable, OutsideLimits
 
@@ -64,16 +102,16 @@ def run_check(check, kernel, case) -> tuple[Verdict, bool]:
         with record_margins() as margins:
             check(kernel, case)
     except OutsideLimits as reason:
-        return Verdict("n/a", str(reason), outside=True), False
+        return Verdict("n/a", str(reason), outside=True), False, False
     except NotApplicable as reason:
-        return Verdict("n/a", str(reason)), False
+        return Verdict("n/a", str(reason)), False, False
     except AssertionError as exc:
-        return Verdict("fail", str(exc), tuple(margins)), False
+        return Verdict("fail", str(exc), tuple(margins)), False, is_out_of_memory(exc)
     except Exception as exc:  # noqa: BLE001 - any other exception is this case's failure
         tail = "".join(traceback.format_exception(exc)[-3:]).rstrip()
         message = f"{type(exc).__name__} raised by {check.__name__}: {exc}\n{tail}"
-        return Verdict("error", message, tuple(margins)), True
-    return Verdict("pass", "", tuple(margins)), False
+        return Verdict("error", message, tuple(margins)), True, is_out_of_memory(exc)
+    return Verdict("pass", "", tuple(margins)), False, False
 
 
 def _serve(conn, kernel_name: str) -> None:
@@ -82,12 +120,15 @@ def _serve(conn, kernel_name: str) -> None:
     A case line is a ``Case(...)`` or a ``VarlenCase(...)`` line; a check is any of ``EVERY_CHECK``."""
     import torch
 
+    from fuzz.out_of_memory import CardHold
     from properties import EVERY_CHECK, load_kernel
     from properties.varlen_case import parse_case
 
     kernel = load_kernel(kernel_name)
     checks = {check.__name__: check for check in EVERY_CHECK}
     on_gpu = torch.cuda.is_available()
+    hold_dir = os.environ.get(CARD_HOLD_DIR)
+    card = CardHold(Path(hold_dir) if hold_dir else None)
     conn.send(("ready", ""))
     while True:
         try:
@@ -97,8 +138,8 @@ def _serve(conn, kernel_name: str) -> None:
         if request is None:
             return
         check_name, line = request
-        verdict, poisoned = run_check(checks[check_name], kernel, parse_case(line))
-        conn.send((verdict.status, verdict.message, verdict.margins, verdict.outside))
+        verdict, poisoned = run_check(checks[check_name], kernel, parse_case(line), card)
+        conn.send((verdict.status, verdict.message, verdict.margins, verdict.outside, verdict.replayed))
         if poisoned and on_gpu:
             return  # the CUDA context may be unusable; the parent starts a fresh worker
 
@@ -196,7 +237,7 @@ class IsolatedChecker:
                     self.restarts += 1
                     return Verdict("timeout", f"{check_name} gave no verdict within "
                                               f"{self.case_timeout:g} s; the worker was killed"), None
-            status, message, margins, outside = conn.recv()
+            status, message, margins, outside, replayed = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             elapsed = time.monotonic() - start
             code = self._kill()
@@ -204,7 +245,7 @@ class IsolatedChecker:
             killed = f"; {memory_evidence(self._oom_kills)}" if code == -signal.SIGKILL else ""
             return Verdict("crash", f"the worker process died ({_exit_status(code)}) after "
                                     f"{elapsed:.1f} s running {check_name} on this case{killed}"), code
-        return Verdict(status, message, margins, outside), None
+        return Verdict(status, message, margins, outside, replayed), None
 
     def close(self) -> None:
         """Stop the worker."""

@@ -23,6 +23,10 @@ The hold is two ``flock`` files shared by the run's workers, in the directory ab
 exclusively on the way in, so that a waiting exclusive hold is not starved by a stream of shared
 ones, and the room, shared or exclusive. Outside a pytest-xdist worker (one process) nothing else
 of the run is on the card, and the hold is a no-op: the call is only run again after the release.
+
+``python -m fuzz run/report --workers N`` does the same in its checker processes
+(:func:`fuzz.isolation.run_check`, with a hold directory per card that :mod:`fuzz.parallel` makes):
+there a verdict is the run alone, marked ``replayed``.
 """
 
 from __future__ import annotations

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fuzz import gpus
+from fuzz.isolation import CARD_HOLD_DIR
 
 if TYPE_CHECKING:
     from fuzz.runner import CheckResult
@@ -58,6 +61,7 @@ def fuzz_spread(
     context = multiprocessing.get_context("spawn")
     options = dict(budget=budget, size=size, shrink_budget=shrink_budget, case_timeout=case_timeout,
                    random_seed=random_seed)
+    hold_dir = tempfile.mkdtemp(prefix="fuzz-card-hold-")
     started = []
     try:
         for i, (share, device) in enumerate(plan):
@@ -65,7 +69,7 @@ def fuzz_spread(
             tag = f"[worker {i}{'' if device is None else f', GPU {device}'}]"
             # Not a daemon: a daemonic process may not start the IsolatedChecker under it.
             process = context.Process(target=_work, args=(sender, device, tag, kernel_name, share,
-                                                          database_dir, profile, options))
+                                                          database_dir, profile, options, hold_dir))
             process.start()
             sender.close()
             started.append((process, receiver))
@@ -87,6 +91,7 @@ def fuzz_spread(
             if process.is_alive():  # only when another worker failed, or on Ctrl-C
                 process.kill()
             process.join()
+        shutil.rmtree(hold_dir, ignore_errors=True)
     return [results[name] for name in _dealt_order(plan)]
 
 
@@ -97,11 +102,14 @@ def _dealt_order(plan: Sequence[tuple[list[str], str | None]]) -> list[str]:
 
 
 def _work(sender, device: str | None, tag: str, kernel_name: str, check_names: list[str],
-          database_dir: str, profile: str, options: dict) -> None:
+          database_dir: str, profile: str, options: dict, hold_dir: str) -> None:
     """One worker: pin it, fuzz its share, send back ``("done", results)`` or ``("error", text)``."""
     # Before the imports below: nothing imported so far has touched CUDA, and nothing may first.
     if device is not None:
         os.environ[gpus.VISIBLE] = device
+    # The workers on one card share its hold (fuzz.isolation.run_check: a check that ran the card
+    # out of memory runs again alone); the checker's process inherits this.
+    os.environ[CARD_HOLD_DIR] = os.path.join(hold_dir, device or "all")
     from fuzz import profiles
     from fuzz.runner import Progress, fuzz_checks
 

@@ -1,14 +1,17 @@
 """fuzz.isolation: a case whose worker is killed from outside (SIGKILL) runs once more in a fresh
-worker, and that run gives the verdict; a worker that ends itself is the case's crash."""
+worker, and that run gives the verdict; a worker that ends itself is the case's crash; a check that
+ran the GPU out of memory runs once more alone on the card."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
 
 from fuzz import isolation
-from fuzz.isolation import IsolatedChecker, memory_evidence
+from fuzz.isolation import CARD_HOLD_DIR, IsolatedChecker, memory_evidence, run_check
+from properties import check_output_matches_oracle, load_kernel
 from properties.case import Case
 
 CHECK = "check_output_matches_oracle"
@@ -70,3 +73,53 @@ def test_a_worker_that_exits_is_the_case_crash():
     assert verdict.status == "crash" and not verdict.replayed
     assert "(exit code 3)" in verdict.message
     assert restarts == 1  # not run again
+
+
+class _RecordedHold:
+    """A card hold that records which holds were taken, in order."""
+
+    def __init__(self) -> None:
+        self.taken: list[str] = []
+
+    @contextlib.contextmanager
+    def shared(self):
+        self.taken.append("shared")
+        yield
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        self.taken.append("exclusive")
+        yield
+
+
+@pytest.fixture
+def oom_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLASH_TEST_OOM_STATE", str(tmp_path))
+    return tmp_path
+
+
+def test_out_of_memory_runs_again_alone_on_the_card(oom_state):
+    card = _RecordedHold()
+    kernel = load_kernel("tests.broken.fuzz_out_of_memory_once")
+    verdict, _ = run_check(check_output_matches_oracle, kernel, Case(5, 7, 16, (2,), "float32", False), card)
+    assert verdict.status == "pass", verdict
+    assert "OutOfMemoryError" in verdict.replayed and "alone on the card" in verdict.replayed
+    assert card.taken == ["shared", "exclusive"]
+
+
+def test_out_of_memory_alone_too_is_the_verdict(oom_state, monkeypatch):
+    """A kernel that needs more than the card has fails alone too."""
+    monkeypatch.setenv("FLASH_TEST_OOM_ALWAYS", "1")
+    kernel = load_kernel("tests.broken.fuzz_out_of_memory_once")
+    case = Case(5, 7, 16, (2,), "float32", False)
+    verdict, _ = run_check(check_output_matches_oracle, kernel, case, _RecordedHold())
+    assert verdict.failed and "OutOfMemoryError" in verdict.message and verdict.replayed
+
+
+def test_a_worker_passes_the_rerun_note_back(oom_state, monkeypatch, tmp_path):
+    monkeypatch.setenv(CARD_HOLD_DIR, str(tmp_path / "hold"))  # the spawned worker holds the card here
+    case = Case(5, 7, 16, (2,), "float32", False)
+    verdict, restarts = _verdict("tests.broken.fuzz_out_of_memory_once", case)
+    assert verdict.status == "pass" and "alone on the card" in verdict.replayed, verdict
+    assert restarts == 0
+    assert (tmp_path / "hold" / "card-room.lock").exists()
