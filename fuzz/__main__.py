@@ -120,12 +120,9 @@ def cmd_run(args) -> int:
         print(f"  minimal case: {case}")
         print(f"  replay: {_command('repro', case, r.name, args.kernel)}")
         print(f"  pin:    {_command('pin', case, r.name)}")
-        other = r.first_failure_of_another_kind
-        if other is not None:  # shrinking ended on another kind of failure than it began with
-            first_case, first = other
-            print(f"  failing examples: {r.failing_tally}; the first found was a {first.status}:")
-            for line in first.message.splitlines()[:2]:
-                print(f"    {line}")
+        if r.another_kind_summary:  # shrinking ended on another kind of failure than it began with
+            first_case, _ = r.first_failure_of_another_kind
+            print(f"  {r.another_kind_summary}")
             print(f"  its replay: {_command('repro', first_case, r.name, args.kernel)}")
     total = sum(r.examples for r in results)
     not_run = [r.name for r in results if r.verdict == "not run"]
@@ -163,8 +160,7 @@ def cmd_replay(args) -> int:
                     failing += verdict.failed
                     print(f"{verdict.status.upper():<7} {check.__name__}\t{case}")
                     if verdict.failed:
-                        first = verdict.message.splitlines()[0] if verdict.message else ""
-                        print(f"        {first}")
+                        print(f"        {verdict.first_line}")
                         print(f"        {_command('repro', case, check.__name__, args.kernel)}")
     print(f"\n{found} saved failure(s) replayed; {failing} still failing against {args.kernel}")
     return 1 if failing else 0

@@ -59,6 +59,17 @@ class Verdict:
     def failed(self) -> bool:
         return self.status in FAILING
 
+    @property
+    def first_line(self) -> str:
+        """The message's first line (empty for none): what a report or a progress line shows."""
+        return (self.message.splitlines() or [""])[0]
+
+    def replaying(self, note: str) -> Verdict:
+        """This verdict, a second run's, marked ``replayed`` with ``note`` (why the first run's
+        verdict was not the case's), which its message also ends with."""
+        message = f"{self.message} [{note}]" if self.message else ""
+        return Verdict(self.status, message, self.margins, self.outside, replayed=note)
+
 
 CARD_HOLD_DIR = "FLASH_FUZZ_CARD_HOLD"
 """Environment variable: a directory that the workers of one run sharing a card hold it through
@@ -74,21 +85,17 @@ def run_check(check, kernel, case, card=None) -> tuple[Verdict, bool]:
     exclusive hold), and that run's verdict is returned, marked ``replayed``: what the other workers
     held says nothing of the kernel, as for the suite's plugin; a kernel that needs more memory than
     the card has fails alone too."""
-    from fuzz.out_of_memory import CardHold, release
+    from fuzz.out_of_memory import CardHold
 
     card = card or CardHold(None)
     with card.shared():
         verdict, poisoned, out_of_memory = _run_once(check, kernel, case)
     if not out_of_memory:
         return verdict, poisoned
-    release()
-    with card.exclusive():
-        again, poisoned, _ = _run_once(check, kernel, case)
-    first = (verdict.message.splitlines() or [""])[0]
-    note = (f"{first[:300]}; run again alone on the card, as the memory other workers hold is not the "
-            f"kernel's, this is that run's verdict")
-    message = f"{again.message} [{note}]" if again.message else ""
-    return Verdict(again.status, message, again.margins, again.outside, replayed=note), poisoned
+    again, poisoned, _ = card.rerun_alone(lambda: _run_once(check, kernel, case))
+    note = (f"{verdict.first_line[:300]}; run again alone on the card, as the memory other workers "
+            f"hold is not the kernel's, this is that run's verdict")
+    return again.replaying(note), poisoned
 
 
 def _run_once(check, kernel, case) -> tuple[Verdict, bool, bool]:
@@ -213,8 +220,7 @@ class IsolatedChecker:
         again, _ = self._check_once(check_name, case, None)  # its own case_timeout (module docstring)
         note = (f"{verdict.message}; run again in a fresh worker, as SIGKILL comes from outside "
                 f"(the OOM killer, a person), this is that run's verdict")
-        message = f"{again.message} [{note}]" if again.message else ""
-        return Verdict(again.status, message, again.margins, again.outside, replayed=note)
+        return again.replaying(note)
 
     def _check_once(self, check_name: str, case, give_up_at: float | None) -> tuple[Verdict, int | None]:
         """:meth:`check`'s one run, and the worker's exit code if it died (None if not)."""

@@ -35,8 +35,9 @@ import contextlib
 import gc
 import re
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
@@ -44,6 +45,8 @@ import torch
 PROPERTY = "rerun_alone_after_cuda_out_of_memory"
 """The ``user_properties`` key of a test whose call was run again alone; its value is the first
 run's error, one line."""
+
+T = TypeVar("T")
 
 _MESSAGE = re.compile(r"(CUDA|Triton)\b.*\bout of memory", re.IGNORECASE | re.DOTALL)
 """How errors from outside PyTorch's allocator say it: ``Triton Error [CUDA]: out of memory`` (a
@@ -146,6 +149,15 @@ class CardHold:
         finally:
             self._flock(turnstile, self._un)
 
+    def rerun_alone(self, call: Callable[[], T]) -> T:
+        """The call again, after a first run that ran the card out of memory: what this process
+        cached is handed back (:func:`release`; the caller drops the failed run's frames first),
+        then ``call()`` runs inside the exclusive hold. The suite's plugin and
+        :func:`fuzz.isolation.run_check` both rerun so."""
+        release()
+        with self.exclusive():
+            return call()
+
     def close(self) -> None:
         for f in self._files or ():
             f.close()
@@ -178,10 +190,8 @@ def pytest_runtest_call(item: pytest.Item):
         first = first_line(error)
         drop_frames(error)
     # Outside the except block: nothing here refers to the failed call's frames any more.
-    release()
     item.user_properties.append((PROPERTY, first))
-    with card.exclusive():
-        item.runtest()
+    card.rerun_alone(item.runtest)
     return None
 
 

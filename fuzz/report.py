@@ -60,7 +60,7 @@ def _cell(result: CheckResult, kernel: str, notes: _Notes, replay: Callable[...,
     """
     if result.failure is not None:
         case, verdict = result.failure
-        first = verdict.message.splitlines()[0] if verdict.message else ""
+        first = verdict.first_line
         cut = ""
         if result.shrink_cut_short:
             cut = " (shrinking cut short by the budget: a smaller case may fail)"
@@ -86,13 +86,10 @@ def _cell(result: CheckResult, kernel: str, notes: _Notes, replay: Callable[...,
 def _first_of_another_kind(result: CheckResult, kernel: str, replay: Callable[..., str]) -> str:
     """The failing examples by status, and the first failure found where shrinking ended on another
     kind (its replay line too): empty for a check with one kind of failure."""
-    other = result.first_failure_of_another_kind
-    if other is None:
+    if not result.another_kind_summary:
         return ""
-    case, verdict = other
-    first = verdict.message.splitlines()[0] if verdict.message else ""
-    return (f"\nfailing examples: {result.failing_tally}; the first found was a {verdict.status}: {first}\n"
-            f"its replay: `{replay(case, result.name, kernel)}`")
+    case, _ = result.first_failure_of_another_kind
+    return f"\n{result.another_kind_summary}\nits replay: `{replay(case, result.name, kernel)}`"
 
 
 def _summary(results: Sequence[CheckResult]) -> str:

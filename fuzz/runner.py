@@ -94,6 +94,18 @@ class CheckResult:
         return self.first_failure if self.first_failure[1].status != self.failure[1].status else None
 
     @property
+    def another_kind_summary(self) -> str:
+        """``'failing examples: crash 1, fail 1; the first found was a fail: <its first line>'``
+        where :attr:`first_failure_of_another_kind` is one (``fuzz run`` and ``fuzz report`` add
+        its replay line), else empty."""
+        other = self.first_failure_of_another_kind
+        if other is None:
+            return ""
+        _, verdict = other
+        return (f"failing examples: {self.failing_tally}; the first found was a {verdict.status}: "
+                f"{verdict.first_line}")
+
+    @property
     def verdict(self) -> str:
         """``FAIL``, ``n/a`` (no example applied), ``not run`` (no example finished: the budget's
         share ran out first, or every draw fell outside what the module declares, with no reason
@@ -257,8 +269,7 @@ def _fuzz_one(name, checker, result, *, share, size, base, features, shrink_budg
                 raise _NeverApplicable
             reject()
         if verdict.failed:
-            first = verdict.message.splitlines()[0] if verdict.message else ""
-            raise FuzzFailure(f"{verdict.status}: {first}")
+            raise FuzzFailure(f"{verdict.status}: {verdict.first_line}")
 
     spent = False
     try:

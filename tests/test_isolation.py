@@ -11,6 +11,7 @@ import pytest
 
 from fuzz import isolation
 from fuzz.isolation import CARD_HOLD_DIR, IsolatedChecker, memory_evidence, run_check
+from fuzz.out_of_memory import CardHold
 from properties import check_output_matches_oracle, load_kernel
 from properties.case import Case
 
@@ -75,10 +76,11 @@ def test_a_worker_that_exits_is_the_case_crash():
     assert restarts == 1  # not run again
 
 
-class _RecordedHold:
-    """A card hold that records which holds were taken, in order."""
+class _RecordedHold(CardHold):
+    """A card hold (one process's: no lock files) that records which holds were taken, in order."""
 
     def __init__(self) -> None:
+        super().__init__(None)
         self.taken: list[str] = []
 
     @contextlib.contextmanager
