@@ -104,6 +104,35 @@ def results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict, le
     return {"o": o, "lse": lse, "o with gradients recorded": o_grad.detach(), "dq": dq, "dk": dk, "dv": dv}
 
 
+def kept_bits(results: dict) -> dict:
+    """A copy of each result (None skipped), to hold :func:`assert_results_kept` against later."""
+    return {name: t.detach().clone() for name, t in results.items() if t is not None}
+
+
+def assert_results_kept(results: dict, copies: dict, after: str, context: str,
+                        arrange: Callable[[str, torch.Tensor], tuple[torch.Tensor, tuple]] | None = None,
+                        ) -> None:
+    """Each of ``results`` bit-identical (NaN payloads too) to its copy taken when the call returned
+    it (:func:`kept_bits`): a call's results are the caller's (the contract), so no later call and no
+    write to the inputs may change them. A module that reuses one output buffer per shape, or returns
+    a view of an input, fails here. ``arrange(name, t)``: the result laid out for the message, with
+    its axes' names (the packed checks pad by sequence); by default as it is."""
+    arrange = arrange or (lambda name, t: (t, ("row",) if name == "lse" else ("row", "col")))
+    for name, kept in copies.items():
+        (now, axes), (copy, _) = arrange(name, results[name].detach()), arrange(name, kept)
+        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[now.element_size()]
+        differ = (now.view(bits) != copy.view(bits)).reshape(-1)
+        if not bool(differ.any()):
+            continue
+        first = int(differ.nonzero()[0])
+        where = em._index(first, tuple(copy.shape), axes)
+        raise AssertionError(
+            f"{name}, as returned by an earlier call, changed after {after}: {context}: "
+            f"{int(differ.sum())} of {differ.numel()} elements; first at {where}: now "
+            f"{now.reshape(-1)[first].item()!r}, returned as {copy.reshape(-1)[first].item()!r} (bound: "
+            f"bit-for-bit equality; a call's results are the caller's, no later call may write to them)")
+
+
 def assert_results_agree(got: dict, want: dict, q, k, v, do, is_causal: bool, what: str, context: str,
                          bounds=None, **features) -> None:
     """Each result in ``got`` (named as :func:`results` names them; any other name is an output

@@ -51,11 +51,19 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   tensors); nothing a call under inference mode leaves behind breaks a later call that records
   gradients (``check_inference_mode``). It never writes to its arguments: q, k, v, and in the
   backward the upstream gradient, hold the same bits afterwards, and so does the rest of the
-  memory they are views of (the gaps between the rows of a strided tensor)
-  (``check_inputs_unchanged``, on dense calls). And it reads them as they are when it is made:
-  nothing kept from an earlier call (keyed by where the inputs live) stands in for inputs since
-  overwritten in place, as a KV cache is between decoding steps (``check_inputs_updated_in_place``;
-  for packed calls, ``cu_seqlens`` too: ``check_varlen_inputs_updated_in_place``).
+  memory they are views of (the gaps between the rows of a strided tensor). Nor does it change the
+  process's torch state: the random generators (CPU and device; a kernel without dropout draws
+  nothing from them), grad and inference mode, autocast, the default dtype, the thread count, the
+  matmul precision and TF32 switches, determinism, SDPA's backend switches, and on CUDA the current
+  device and stream are as they were after the forward and after the backward
+  (``check_inputs_unchanged``, on dense calls; ``check_varlen_inputs_unchanged``). And it reads
+  them as they are when it is made: nothing kept from an earlier call (keyed by where the inputs
+  live) stands in for inputs since overwritten in place, as a KV cache is between decoding steps
+  (``check_inputs_updated_in_place``; for packed calls, ``cu_seqlens`` too:
+  ``check_varlen_inputs_updated_in_place``). What it returns (``o``, the lse, and the gradients of
+  its backward) is the caller's: memory of its own, not a view of its inputs nor a buffer a later
+  call writes, so neither later calls nor writes to the inputs change it (the same two checks: the
+  first round's results keep their bits).
   One tensor may fill several roles: ``k`` may be ``v`` (a memory that is both keys and values), and
   where the shapes match, ``q`` may be ``k`` and ``v`` (self-attention on ``x``); the call computes
   what it computes on separate copies, and the shared tensor's gradient is the sum of its roles'

@@ -5,7 +5,9 @@ or for scratch, or stores with an input's strides into the wrong tensor (the gap
 strided layout are memory the caller owns) corrupts the caller's tensors while its own output may
 be right. The oracle checks recompute the oracle from the inputs *after* the call, so they see such
 a bug only by luck (and then report a wrong number, not its cause). This check compares bit for
-bit: a correct call writes nothing there at all, so no rounding can differ.
+bit: a correct call writes nothing there at all, so no rounding can differ. It also holds the
+process's torch settings and random generators (:mod:`properties.process_state`): a kernel that turns TF32
+on, or draws from the caller's generator, changes everything the caller computes after it.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from properties import _common
 from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated
+from properties.process_state import assert_settings_unchanged, torch_settings
 
 
 class Snapshot:
-    """Copies of named tensors and of all the memory they are views of, to compare after a call.
+    """Copies of named tensors and of all the memory they are views of, and the process's torch
+    settings (:func:`properties.process_state.torch_settings`, on the first tensor's device), to
+    compare after a call.
 
     ``compare(name, label, now, before, context)`` reports a tensor whose elements changed (it must
     raise if they differ); the default names the first such element as (batch, row, col). The packed
@@ -34,6 +39,8 @@ class Snapshot:
         self.memory = {name: _common.memory_of(t).clone() for name, t in tensors.items()}
         self.compare = compare or (lambda name, label, now, before, context: em.assert_bit_equal(
             label, now, before, context=context))
+        self.device = next(iter(tensors.values())).device
+        self.settings = torch_settings(self.device)  # last: nothing after it may draw or set
 
     def assert_unchanged(self, when: str, context: str) -> None:
         for name, t in self.tensors.items():
@@ -49,6 +56,7 @@ class Snapshot:
                     f"layout); the first, byte {int(changed[0])}, lies {_after(t, int(changed[0]))} "
                     f"(bound: bit-for-bit equality)"
                 )
+        assert_settings_unchanged(self.settings, torch_settings(self.device), when, context)
 
 
 def _after(t: torch.Tensor, byte: int) -> str:
@@ -67,7 +75,8 @@ def _after(t: torch.Tensor, byte: int) -> str:
 def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
     """The forward (``attention_with_lse`` if the module has it, and ``attention``) and the backward
     leave q, k, v and the upstream gradient bit-identical, and the rest of the memory they are views
-    of too (the contract, ``properties/kernels.py``)."""
+    of too, and the process's torch settings and random generators as they were
+    (:func:`properties.process_state.torch_settings`; the contract, ``properties/kernels.py``)."""
     ctx = _common.context("check_inputs_unchanged", kernel, case)
     q, k, v = case.make_qkv(device or default_device())
     do = case.make_grad_out(q.device)
@@ -103,24 +112,39 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
     backward's ``dq, dk, dv`` with a fresh call's, within twice the gradients' bounds. A module that
     keeps something from one call to the next keyed by where its inputs live, or by which tensor
     they are (a prepared k, a transposed v, a descriptor; in the forward or only in the backward),
-    answers with the old values (the contract, ``properties/kernels.py``)."""
+    answers with the old values (the contract, ``properties/kernels.py``).
+
+    Each round also calls ``attention`` outside autograd (a module may serve that call by another
+    path than ``attention_with_lse``), and the first round's results must keep their bits through
+    the update and every later call: what a call returns is the caller's (a module that writes each
+    call's output into one buffer per shape, or returns a view of an input, changes them)."""
     ctx = _common.context("check_inputs_updated_in_place", kernel, case)
     q, k, v = case.make_qkv(device or default_device())
     do = case.make_grad_out(q.device)
     f = case.features()
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]  # share q, k, v's memory
     with _common.crash_is_failure(ctx, "the first round of calls"):
-        _common.forward(kernel, q, k, v, case.is_causal, **f)
-        o = kernel.attention(*leaves, case.is_causal, **f)
-        torch.autograd.grad(o, leaves, do)
+        first = _round(kernel, q, k, v, do, case.is_causal, f, leaves)
+    kept = _common.kept_bits(first)
     new = case.replace(seed=case.seed + 1)
     fresh = new.make_qkv(q.device)
     overwrite_in_place((q, k, v), fresh)  # a case's layout fixes its buffers, whatever the seed
     with _common.crash_is_failure(ctx, "the calls after the update"):
-        got = _common.results(kernel, q, k, v, do, case.is_causal, f, leaves=leaves)  # the same objects
-    want = _common.results(kernel, *fresh, do, case.is_causal, f)
+        got = _round(kernel, q, k, v, do, case.is_causal, f, leaves)  # the same objects
+    want = _round(kernel, *fresh, do, case.is_causal, f)
     what = f"the call after q, k, v were overwritten in place with {new}'s values vs a call on fresh tensors"
     _common.assert_results_agree(got, want, *fresh, do, case.is_causal, what, ctx, **f)
+    _common.assert_results_kept(first, kept, f"q, k, v were overwritten in place with {new}'s values "
+                                "and the calls made again (on them and on fresh tensors)", ctx)
+
+
+def _round(kernel: ModuleType, q, k, v, do, is_causal: bool, f: dict, leaves=None) -> dict:
+    """One round of :func:`check_inputs_updated_in_place`'s calls: :func:`_common.results`, and
+    ``o`` of ``attention`` outside autograd."""
+    results = _common.results(kernel, q, k, v, do, is_causal, f, leaves=leaves)
+    with torch.no_grad():
+        results["o of attention()"] = kernel.attention(q, k, v, is_causal, **f)
+    return results
 
 
 @gated

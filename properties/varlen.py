@@ -272,7 +272,8 @@ def check_varlen_backward_repeatable(kernel: ModuleType, case: VarlenCase, devic
 def check_varlen_inputs_unchanged(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """The packed forward (with and without gradients recorded) and backward leave q, k, v,
     ``cu_seqlens_q``, ``cu_seqlens_k`` and the upstream gradient bit-identical, and the rest of the
-    memory they are views of too (the contract; :mod:`properties.side_effects`).
+    memory they are views of too, and the process's torch settings and random generators as they
+    were (the contract; :mod:`properties.side_effects`).
 
     One ``cu_seqlens`` usually serves every layer of a model, so a kernel that turns it into lengths
     in place (to save an allocation) is right once and wrong in every layer after.
@@ -314,7 +315,8 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     fresh tensors holding the new batch, within twice the output's (lse's, gradients') bound, the
     second backward's ``dq, dk, dv`` too. A kernel that keeps something built from ``cu_seqlens`` (a
     schedule of sequences and tiles, in the forward or only in the backward) keyed by the tensor or
-    its address runs the old batch's sequences over the new one's rows."""
+    its address runs the old batch's sequences over the new one's rows. The first round's results
+    must keep their bits through it all: what a call returns is the caller's (the contract)."""
     fn = require_varlen(kernel)
     ctx = _common.context("check_varlen_inputs_updated_in_place", kernel, case)
     f = case.features()
@@ -322,8 +324,12 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     do = case.make_grad_out(x.q.device)
     leaves = [t.detach().requires_grad_() for t in x[:3]]  # share q, k, v's memory
     with _common.crash_is_failure(ctx, "the first round of calls"):
-        _forward(kernel, x, case)
-        torch.autograd.grad(fn(*leaves, *x[3:], case.is_causal, **f), leaves, do)
+        o, lse = _forward(kernel, x, case)
+        o_grad = fn(*leaves, *x[3:], case.is_causal, **f)
+        first = {"o": o, "lse": lse, "o with gradients recorded": o_grad,
+                 **dict(zip(("dq", "dk", "dv"), torch.autograd.grad(o_grad, leaves, do)))}
+    kept = _common.kept_bits(first)
+    offsets = {"q": x.cu_seqlens_q.clone(), "k": x.cu_seqlens_k.clone()}  # the first round's
     new = case.replace(seqlens_q=case.seqlens_q[::-1], seqlens_k=case.seqlens_k[::-1], seed=case.seed + 1)
     fresh = new.make_qkv(x.q.device)
     new_do = new.make_grad_out(x.q.device)  # the new batch's rows: its own upstream gradient
@@ -339,6 +345,12 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     _assert_packed_results_agree(got, want, fresh, new_do, new, (
         f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s batch vs "
         "a call on fresh tensors"), ctx)
+    def by_sequence(name: str, t: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        side, axes = _SIDE.get(name, _SIDE["o"])
+        return _pad(t, offsets[side]), axes
+
+    _common.assert_results_kept(first, kept, f"q, k, v and cu_seqlens were overwritten in place with "
+                                f"{new}'s batch and the calls made again", ctx, by_sequence)
 
 
 def _assert_packed_results_agree(got: dict, want: dict, x: VarlenInputs, do: torch.Tensor,

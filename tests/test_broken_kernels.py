@@ -142,6 +142,12 @@ PART_BROKEN = {
     "backward_kv_cached_by_tensor": ("check_inputs_updated_in_place", {"check_inputs_updated_in_place"}),
     # Inputs deduplicated by address, q's copy scaled: only self-attention (q is k) reads k scaled.
     "inputs_deduplicated_by_address": ("check_shared_inputs", {"check_shared_inputs"}),
+    # One output buffer per shape outside autograd, in attention() alone: every output is right when
+    # its call returns, and only a check that holds one while calling again sees it overwritten.
+    "output_buffer_per_shape": ("check_inputs_updated_in_place", {"check_inputs_updated_in_place"}),
+    # Heads visited in an order drawn from the caller's generator: every bit of every output is right,
+    # and the caller's random state advances at each call (properties.process_state).
+    "rng_drawn_per_call": ("check_inputs_unchanged", {"check_inputs_unchanged"}),
 }
 
 GPU_BROKEN = {
@@ -217,12 +223,23 @@ def test_property_gpu_grid_has_more_slices_than_a_grid_axis_takes():
 
 def _assert_full_message(check_name: str, module: str, message: str) -> None:
     """The failure names the check, the module, the case, and (unless a call raised, which has none)
-    the worst element and the bound."""
+    the worst element and the bound; a change of the process's torch state names the setting."""
     for fragment in (check_name, f"kernel tests.broken.{module}", "Case(n_q="):
         assert fragment in message, f"{fragment!r} missing from: {message}"
+    if _names_a_setting(message):
+        return
     if " raised " not in message:
         assert "bound" in message or "non-finite values" in message, f"no bound in: {message}"
         assert "batch (" in message or "d o[" in message, f"no worst element in: {message}"
+
+
+def _names_a_setting(message: str) -> bool:
+    """A failure of the process's torch state (``properties.process_state``): it has no element,
+    and names each setting that changed ("was ..., is now ...", or a generator that "changed")."""
+    if "process-wide torch state" not in message:
+        return False
+    assert "bound" in message and (" is now " in message or ") changed" in message), message
+    return True
 
 
 def _assert_fails(check_name: str, module: str, expected: set[str]) -> None:
@@ -337,6 +354,12 @@ VARLEN_BROKEN = {
     # The same in the backward alone: every output is right, every gradient but after the refill.
     "varlen_backward_offsets_cached": ("check_varlen_inputs_updated_in_place",
                                        {"check_varlen_inputs_updated_in_place"}),
+    # Results written into buffers kept per shape outside autograd: right when each call returns.
+    "varlen_output_buffer_per_shape": ("check_varlen_inputs_updated_in_place",
+                                       {"check_varlen_inputs_updated_in_place"}),
+    # Sequences run in an order drawn from the caller's generator: every result right, the caller's
+    # random state advanced by each packed call.
+    "varlen_rng_drawn": ("check_varlen_inputs_unchanged", {"check_varlen_inputs_unchanged"}),
     # On VARLEN_FEATURE_CASE. The shift is the packed totals' in every run, whatever the values, so
     # nothing leaks across sequences; the dense call alone aligns by the sequence's own lengths.
     "varlen_bottom_right_packed": ("check_varlen_matches_oracle", {
@@ -389,8 +412,10 @@ def test_gpu_broken_varlen_module_fails_its_check(check_name, monkeypatch):
 
 
 def _assert_full_varlen_message(check_name: str, module: str, message: str) -> None:
-    """A varlen failure names the check, the module, the packed case, the sequence and the bound."""
-    for fragment in (check_name, f"kernel {module}", "VarlenCase(seqlens_q=", "sequence ", "bound"):
+    """A varlen failure names the check, the module, the packed case, the sequence and the bound (a
+    change of the process's torch state: the setting, for it has no sequence)."""
+    fragments = [check_name, f"kernel {module}", "VarlenCase(seqlens_q=", "bound"]
+    for fragment in fragments + ([] if _names_a_setting(message) else ["sequence "]):
         assert fragment in message, f"{fragment!r} missing from: {message}"
 
 

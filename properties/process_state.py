@@ -1,0 +1,160 @@
+"""The process's torch state, which a call must leave as it found it, and the check that holds it
+in a fresh process.
+
+A kernel can be right in every output and still change what the caller computes next: one that
+turns TF32 on for its own speed (at import or at each call) makes every float32 matmul after it
+less precise; one that draws from the caller's random generator (a random tile order, a warm-up on
+random data) shifts every dropout mask and sampled token after it, so a seeded run no longer
+reproduces. :func:`torch_settings` reads that state; the side-effect checks
+(``check_inputs_unchanged``, ``check_varlen_inputs_unchanged``) compare it before and after each
+call. A switch set to the same value at every call shows there only at the process's first call
+(later, it is already set), so :func:`check_fresh_process` runs one such check first thing in a
+new Python process, after comparing the state before and after importing the kernel module.
+(The checks never flip a switch themselves to see whether a call sets it back: setting the legacy
+and the new TF32 APIs both leaves torch refusing to read the matmul precision at all.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from types import ModuleType
+
+import torch
+
+from properties import _common
+from properties.kernels import NotApplicable, default_device, kernel_name
+
+_SETTINGS = {
+    # name in the message: how to read it. Settings a torch build lacks are left out.
+    "torch.is_grad_enabled()": torch.is_grad_enabled,
+    "torch.is_inference_mode_enabled()": torch.is_inference_mode_enabled,
+    "torch.get_default_dtype()": torch.get_default_dtype,
+    "torch.get_num_threads()": torch.get_num_threads,
+    "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision,
+    "torch.backends.cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
+        lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction":
+        lambda: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+    "torch.backends.cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+    "torch.backends.fp32_precision": lambda: torch.backends.fp32_precision,  # the new API (torch 2.9)
+    "torch.backends.cuda.matmul.fp32_precision": lambda: torch.backends.cuda.matmul.fp32_precision,
+    "torch.backends.cudnn.fp32_precision": lambda: torch.backends.cudnn.fp32_precision,
+    "torch.backends.cudnn.deterministic": lambda: torch.backends.cudnn.deterministic,
+    "torch.backends.cudnn.benchmark": lambda: torch.backends.cudnn.benchmark,
+    "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled,
+    **{f"torch.backends.cuda.{name}()": getattr(torch.backends.cuda, name, None) for name in (
+        "flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled", "cudnn_sdp_enabled")},
+}
+
+
+def torch_settings(device: torch.device) -> dict[str, object]:
+    """The process-wide torch state a call must leave as it found it (the contract,
+    ``properties/kernels.py``): the random generators (the CPU one, and the device's), grad and
+    inference mode, autocast, the default dtype, the thread count, the matmul precision and TF32
+    switches, determinism, and SDPA's backend switches; on CUDA also the current device and stream.
+
+    A kernel that turns TF32 on for its own speed makes every float32 matmul after it less precise;
+    one that draws from the caller's generator (a random tile order, a warm-up on random data)
+    shifts every dropout mask and sample after it, so a seeded run no longer reproduces. Neither
+    shows in the kernel's own outputs, so no other check can see it."""
+    settings: dict[str, object] = {}
+    with warnings.catch_warnings():  # some of these getters are deprecated in newer torch builds
+        warnings.simplefilter("ignore")
+        for name, read in _SETTINGS.items():
+            try:
+                settings[name] = read()
+            except (AttributeError, TypeError, RuntimeError):
+                # A getter this build lacks (None: TypeError), or one that refuses to answer (reading
+                # the TF32 switches after both their legacy and their new API were used raises).
+                continue
+        settings[f"torch.is_autocast_enabled({device.type!r})"] = torch.is_autocast_enabled(device.type)
+    settings["torch.get_rng_state()"] = torch.get_rng_state()
+    if device.type == "cuda":
+        settings["torch.cuda.current_device()"] = torch.cuda.current_device()
+        settings[f"torch.cuda.current_stream({device})"] = torch.cuda.current_stream(device).cuda_stream
+        settings[f"torch.cuda.get_rng_state({device})"] = torch.cuda.get_rng_state(device)
+    return settings
+
+
+def assert_settings_unchanged(before: dict[str, object], now: dict[str, object], when: str,
+                              context: str) -> None:
+    """Every one of :func:`torch_settings` as it was; the message names each that changed."""
+    changed = []
+    for name, was in before.items():
+        is_now = now.get(name)
+        if isinstance(was, torch.Tensor):  # a generator's state: the call drew from it
+            if not torch.equal(was, is_now):
+                changed.append(f"{name} changed (the call drew from, or reseeded, the caller's generator)")
+        elif is_now != was:
+            changed.append(f"{name} was {was!r}, is now {is_now!r}")
+    if changed:
+        raise AssertionError(
+            f"process-wide torch state after {when}: {context}: {'; '.join(changed)} (bound: equality; "
+            "a call must leave the process's settings and random generators as it found them)")
+
+
+_NOT_APPLICABLE = 3
+"""The exit status of :func:`main` for a check that does not apply (its reason on stdout)."""
+
+_CHILD = "import sys; from properties.process_state import main; sys.exit(main(sys.argv[1:]))"
+"""The child's program (``python -c``; ``-m`` would import this module twice, as the package's and
+as ``__main__``)."""
+
+
+def check_fresh_process(kernel: ModuleType, case, device=None, timeout: float = 900) -> None:
+    """In a new Python process (:func:`main`, with this one's environment and import path):
+    importing the kernel module leaves :func:`torch_settings` as they were, and so does the
+    process's first round of calls, through ``check_inputs_unchanged`` for a
+    :class:`~properties.case.Case` or ``check_varlen_inputs_unchanged`` for a
+    :class:`~properties.varlen_case.VarlenCase` (their other parts hold too).
+
+    Not one of :data:`properties.ALL_CHECKS`: each call starts a Python process (seconds), so a few
+    cases in ``tests/test_process_state.py`` run it, not every grid case. A module the suite itself
+    imports before the kernel's (``oracle.adapters.mock``, say) shows nothing at its import."""
+    ctx = _common.context("check_fresh_process", kernel, case)
+    device = torch.device(device or default_device())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, kernel_name(kernel), str(case), str(device)],
+        capture_output=True, text=True, timeout=timeout, env=env)
+    said = (child.stdout.strip() or child.stderr.strip()).splitlines()
+    if child.returncode == 0:
+        return
+    if child.returncode == _NOT_APPLICABLE:
+        raise NotApplicable(said[-1] if said else "not applicable")
+    if child.returncode == 1 and said:
+        raise AssertionError(f"{ctx}: in a fresh process: {said[-1]}")
+    tail = "\n".join(child.stderr.strip().splitlines()[-15:])
+    raise AssertionError(f"{ctx}: the fresh process ended with exit status {child.returncode}:\n{tail}")
+
+
+def main(argv: list[str]) -> int:
+    """``main([KERNEL, CASE, DEVICE])``: :func:`check_fresh_process`'s child, in a new process.
+    Prints a failure's message as its last line of output, and exits 1 (3: not applicable)."""
+    name, line, device_name = argv
+    device = torch.device(device_name)
+    from properties import kernels
+    from properties.side_effects import check_inputs_unchanged
+    from properties.varlen import check_varlen_inputs_unchanged
+    from properties.varlen_case import VarlenCase, parse_case
+
+    case = parse_case(line)
+    before = torch_settings(device)
+    try:
+        kernel = kernels.load_kernel(name)
+        assert_settings_unchanged(before, torch_settings(device), f"importing the kernel module {name}",
+                                  "before its first call")
+        check = check_varlen_inputs_unchanged if isinstance(case, VarlenCase) else check_inputs_unchanged
+        check(kernel, case, device=device)
+    except NotApplicable as reason:
+        print(str(reason).replace("\n", " "))
+        return _NOT_APPLICABLE
+    except AssertionError as failure:
+        print(str(failure).replace("\n", " "))
+        return 1
+    return 0
