@@ -10,8 +10,9 @@ reproduces. :func:`torch_settings` reads that state; the side-effect checks
 call. A switch set to the same value at every call shows there only at the process's first call
 (later, it is already set), so :func:`check_fresh_process` runs one such check first thing in a
 new Python process, after comparing the state before and after importing the kernel module.
-(The checks never flip a switch themselves to see whether a call sets it back: setting the legacy
-and the new TF32 APIs both leaves torch refusing to read the matmul precision at all.)
+(The checks never flip a switch themselves to see whether a call sets it back: once both the
+legacy TF32 switches and the new ``fp32_precision`` API have been set, torch refuses to read the
+matmul precision at all.)
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def assert_settings_unchanged(before: dict[str, object], now: dict[str, object],
     changed = []
     for name, was in before.items():
         is_now = now.get(name)
-        if isinstance(was, torch.Tensor):  # a generator's state: the call drew from it
+        if name not in now:  # its getter raises now (the TF32 APIs, both set): a change too
+            changed.append(f"{name} was {was!r}, and can no longer be read")
+        elif isinstance(was, torch.Tensor):  # a generator's state: the call drew from it
             if not torch.equal(was, is_now):
                 changed.append(f"{name} changed (the call drew from, or reseeded, the caller's generator)")
         elif is_now != was:

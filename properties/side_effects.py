@@ -6,8 +6,8 @@ strided layout are memory the caller owns) corrupts the caller's tensors while i
 be right. The oracle checks recompute the oracle from the inputs *after* the call, so they see such
 a bug only by luck (and then report a wrong number, not its cause). This check compares bit for
 bit: a correct call writes nothing there at all, so no rounding can differ. It also holds the
-process's torch settings and random generators (:mod:`properties.process_state`): a kernel that turns TF32
-on, or draws from the caller's generator, changes everything the caller computes after it.
+process's torch settings and random generators (:mod:`properties.process_state`): a kernel that
+turns TF32 on, or draws from the caller's generator, changes what the caller computes after it.
 """
 
 from __future__ import annotations

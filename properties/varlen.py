@@ -345,6 +345,7 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     _assert_packed_results_agree(got, want, fresh, new_do, new, (
         f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s batch vs "
         "a call on fresh tensors"), ctx)
+
     def by_sequence(name: str, t: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         side, axes = _SIDE.get(name, _SIDE["o"])
         return _pad(t, offsets[side]), axes
