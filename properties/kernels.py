@@ -63,7 +63,10 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   ``check_varlen_inputs_updated_in_place``). What it returns (``o``, the lse, and the gradients of
   its backward) is the caller's: memory of its own, not a view of its inputs nor a buffer a later
   call writes, so neither later calls nor writes to the inputs change it (the same two checks: the
-  first round's results keep their bits).
+  first round's results keep their bits). And a call keeps none of the caller's tensors: once the
+  caller drops its arguments and the results (and their autograd graph), no reference the module
+  holds keeps their memory alive (``check_no_references_kept``, on a case per path; the module may
+  keep memory of its own).
   One tensor may fill several roles: ``k`` may be ``v`` (a memory that is both keys and values), and
   where the shapes match, ``q`` may be ``k`` and ``v`` (self-attention on ``x``); the call computes
   what it computes on separate copies, and the shared tensor's gradient is the sum of its roles'
