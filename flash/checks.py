@@ -9,6 +9,7 @@ trusts the sizes and strides it is given, so a mismatch would read out of bounds
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -93,12 +94,14 @@ def check_features(scale: object, window: object, softcap: object, causal_alignm
 
     ``scale``: ``None`` or a finite real number; ``window``: ``None`` or a pair of ints, each ``>= -1``
     (-1: unbounded); ``softcap``: ``None`` or a finite real ``>= 0`` (0: off); ``causal_alignment``:
-    ``"top_left"`` or ``"bottom_right"``.
+    ``"top_left"`` or ``"bottom_right"``. "Real" and "int" are :mod:`numbers`' ``Real`` and
+    ``Integral``: a scale computed in numpy is a numpy scalar (``np.float32(0.125)``), and
+    fractions pass too; ``bool`` does not (``True`` as a scale is a slip, not a number).
     """
     for name, value in (("scale", scale), ("softcap", softcap)):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"{name} must be None or a real number, got {type(value).__name__}")
         if not math.isfinite(value):
             raise ValueError(f"{name} must be finite, got {value}")
@@ -108,7 +111,7 @@ def check_features(scale: object, window: object, softcap: object, causal_alignm
         if not isinstance(window, (tuple, list)) or len(window) != 2:
             raise TypeError(f"window must be None or a pair (left, right) of ints, got {window!r}")
         for side, bound in zip(("left", "right"), window):
-            if isinstance(bound, bool) or not isinstance(bound, int):
+            if isinstance(bound, bool) or not isinstance(bound, numbers.Integral):
                 raise TypeError(f"window's {side} bound must be an int, got {type(bound).__name__}")
             if bound < -1:
                 raise ValueError(f"window's {side} bound must be >= -1 (-1: unbounded), got {bound}")

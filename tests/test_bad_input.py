@@ -3,6 +3,9 @@
 These test ``flash`` itself (not ``--kernel``): the messages are this project's promise.
 """
 
+from fractions import Fraction
+
+import numpy as np
 import pytest
 import torch
 
@@ -108,3 +111,35 @@ def test_bad_feature_raises_varlen(entry, features, error, message):
     cu = torch.tensor([0, 3, 8], dtype=torch.int32, device=DEVICE)
     with pytest.raises(error, match=message):
         getattr(flash, entry)(q, q, q, cu, cu, 5, 5, True, **features)
+
+
+NUMERIC_FEATURES = [
+    # Reals and ints of other types than float and int: the same call as with float() / int().
+    pytest.param(dict(scale=np.float32(0.3)), id="scale-np-float32"),
+    pytest.param(dict(scale=np.float64(-0.2)), id="scale-np-float64"),
+    pytest.param(dict(scale=Fraction(1, 3)), id="scale-fraction"),
+    pytest.param(dict(scale=np.int64(1)), id="scale-np-int64"),
+    pytest.param(dict(softcap=np.float32(2.5)), id="softcap-np-float32"),
+    pytest.param(dict(window=(np.int64(3), np.int32(1))), id="window-np-ints"),
+]
+
+
+def _as_builtin(features: dict) -> dict:
+    return {name: tuple(int(b) for b in value) if name == "window" else float(value)
+            for name, value in features.items()}
+
+
+@pytest.mark.parametrize("features", NUMERIC_FEATURES)
+def test_numeric_feature_types_accepted(features):
+    q = t(8, 2, 16)
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32, device=DEVICE)
+    for call in (lambda f: flash.attention_with_lse(*GOOD, True, **f),
+                 lambda f: flash.attention_varlen_with_lse(q, q, q, cu, cu, 5, 5, True, **f)):
+        got, want = call(features), call(_as_builtin(features))
+        for a, b in zip(got, want):
+            assert torch.equal(a, b), f"{features} computes otherwise than {_as_builtin(features)}"
+
+
+def test_numpy_bool_is_not_a_scale():
+    with pytest.raises(TypeError, match="scale must be None or a real number"):
+        flash.attention(*GOOD, scale=np.bool_(True))
