@@ -104,6 +104,16 @@ def results(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict, le
     return {"o": o, "lse": lse, "o with gradients recorded": o_grad.detach(), "dq": dq, "dk": dk, "dv": dv}
 
 
+def results_and_plain_call(kernel: ModuleType, q, k, v, do, is_causal: bool, features: dict,
+                           leaves=None) -> dict:
+    """:func:`results`, and ``o`` of ``attention`` outside autograd (a module may serve that call by
+    another path than ``attention_with_lse``)."""
+    out = results(kernel, q, k, v, do, is_causal, features, leaves=leaves)
+    with torch.no_grad():
+        out["o of attention()"] = kernel.attention(q, k, v, is_causal, **features)
+    return out
+
+
 def kept_bits(results: dict) -> dict:
     """A copy of each result (None skipped), to hold :func:`assert_results_kept` against later."""
     return {name: t.detach().clone() for name, t in results.items() if t is not None}

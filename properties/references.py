@@ -24,7 +24,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from properties import _common
 from properties.kernels import default_device, gated, require_varlen
-from properties.varlen import _forward, _run
+from properties.varlen import _results
 from properties.varlen_case import VarlenCase
 
 
@@ -62,18 +62,13 @@ def _dense_round(kernel: ModuleType, case, device: torch.device) -> dict[str, St
     q, k, v = case.make_qkv(device)
     do = case.make_grad_out(q.device)
     f = case.features()
-    results = _common.results(kernel, q, k, v, do, case.is_causal, f)
-    with torch.no_grad():
-        results["o of attention()"] = kernel.attention(q, k, v, case.is_causal, **f)
+    results = _common.results_and_plain_call(kernel, q, k, v, do, case.is_causal, f)
     return _watch({"q": q, "k": k, "v": v, "the upstream gradient": do, **results})
 
 
 def _packed_round(kernel: ModuleType, case: VarlenCase, device: torch.device) -> dict[str, StorageWeakRef]:
     x = case.make_qkv(device)
     do = case.make_grad_out(x.q.device)
-    o, lse = _forward(kernel, x, case)
-    again = _run(kernel, x, do, case)  # the lse again, o with gradients recorded, dq, dk, dv
+    results = _results(kernel, x, do, case)
     return _watch({"q": x.q, "k": x.k, "v": x.v, "cu_seqlens_q": x.cu_seqlens_q,
-                   "cu_seqlens_k": x.cu_seqlens_k, "the upstream gradient": do, "o": o, "lse": lse,
-                   "o with gradients recorded": again["o"], "the second lse": again["lse"],
-                   "dq": again["dq"], "dk": again["dk"], "dv": again["dv"]})
+                   "cu_seqlens_k": x.cu_seqlens_k, "the upstream gradient": do, **results})

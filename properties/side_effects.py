@@ -123,28 +123,20 @@ def check_inputs_updated_in_place(kernel: ModuleType, case: Case, device=None) -
     do = case.make_grad_out(q.device)
     f = case.features()
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]  # share q, k, v's memory
+    round_ = _common.results_and_plain_call
     with _common.crash_is_failure(ctx, "the first round of calls"):
-        first = _round(kernel, q, k, v, do, case.is_causal, f, leaves)
+        first = round_(kernel, q, k, v, do, case.is_causal, f, leaves)
     kept = _common.kept_bits(first)
     new = case.replace(seed=case.seed + 1)
     fresh = new.make_qkv(q.device)
     overwrite_in_place((q, k, v), fresh)  # a case's layout fixes its buffers, whatever the seed
     with _common.crash_is_failure(ctx, "the calls after the update"):
-        got = _round(kernel, q, k, v, do, case.is_causal, f, leaves)  # the same objects
-    want = _round(kernel, *fresh, do, case.is_causal, f)
+        got = round_(kernel, q, k, v, do, case.is_causal, f, leaves)  # the same objects
+    want = round_(kernel, *fresh, do, case.is_causal, f)
     what = f"the call after q, k, v were overwritten in place with {new}'s values vs a call on fresh tensors"
     _common.assert_results_agree(got, want, *fresh, do, case.is_causal, what, ctx, **f)
     _common.assert_results_kept(first, kept, f"q, k, v were overwritten in place with {new}'s values "
                                 "and the calls made again (on them and on fresh tensors)", ctx)
-
-
-def _round(kernel: ModuleType, q, k, v, do, is_causal: bool, f: dict, leaves=None) -> dict:
-    """One round of :func:`check_inputs_updated_in_place`'s calls: :func:`_common.results`, and
-    ``o`` of ``attention`` outside autograd."""
-    results = _common.results(kernel, q, k, v, do, is_causal, f, leaves=leaves)
-    with torch.no_grad():
-        results["o of attention()"] = kernel.attention(q, k, v, is_causal, **f)
-    return results
 
 
 @gated

@@ -71,10 +71,26 @@ def _run(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, case: VarlenCase
     ``attention_varlen_with_lse`` (which may be forward-only), where the module has it."""
     fn = getattr(kernel, "attention_varlen_with_lse", None)
     lse = None if fn is None else _forward(kernel, x, case)[1]
-    leaves = [t.detach().requires_grad_() for t in x[:3]]
+    o, dq, dk, dv = _with_gradients(kernel, x, do, case)
+    return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+
+
+def _results(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, case: VarlenCase, leaves=None) -> dict:
+    """:func:`properties._common.results` for a packed call, under the same names: ``o`` and the lse
+    outside autograd (:func:`_forward`), then ``o`` of ``attention_varlen`` with gradients recorded
+    and its ``dq, dk, dv`` for ``do``, through ``leaves`` (as there)."""
+    o, lse = _forward(kernel, x, case)
+    o_grad, dq, dk, dv = _with_gradients(kernel, x, do, case, leaves)
+    return {"o": o, "lse": lse, "o with gradients recorded": o_grad, "dq": dq, "dk": dk, "dv": dv}
+
+
+def _with_gradients(kernel: ModuleType, x: VarlenInputs, do: torch.Tensor, case: VarlenCase,
+                    leaves=None) -> tuple[torch.Tensor, ...]:
+    """``o`` of ``attention_varlen`` with gradients recorded (detached), and ``dq, dk, dv`` for
+    ``do``, through ``leaves`` (default: new leaves sharing x's q, k, v memory)."""
+    leaves = leaves or [t.detach().requires_grad_() for t in x[:3]]
     o = require_varlen(kernel)(*leaves, *x[3:], case.is_causal, **case.features())
-    dq, dk, dv = torch.autograd.grad(o, leaves, do)
-    return {"o": o.detach(), "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+    return (o.detach(), *torch.autograd.grad(o, leaves, do))
 
 
 def _references(x: VarlenInputs, case: VarlenCase):
@@ -317,31 +333,22 @@ def check_varlen_inputs_updated_in_place(kernel: ModuleType, case: VarlenCase, d
     schedule of sequences and tiles, in the forward or only in the backward) keyed by the tensor or
     its address runs the old batch's sequences over the new one's rows. The first round's results
     must keep their bits through it all: what a call returns is the caller's (the contract)."""
-    fn = require_varlen(kernel)
+    require_varlen(kernel)
     ctx = _common.context("check_varlen_inputs_updated_in_place", kernel, case)
-    f = case.features()
     x = case.make_qkv(device or default_device())
     do = case.make_grad_out(x.q.device)
     leaves = [t.detach().requires_grad_() for t in x[:3]]  # share q, k, v's memory
     with _common.crash_is_failure(ctx, "the first round of calls"):
-        o, lse = _forward(kernel, x, case)
-        o_grad = fn(*leaves, *x[3:], case.is_causal, **f)
-        first = {"o": o, "lse": lse, "o with gradients recorded": o_grad,
-                 **dict(zip(("dq", "dk", "dv"), torch.autograd.grad(o_grad, leaves, do)))}
+        first = _results(kernel, x, do, case, leaves)
     kept = _common.kept_bits(first)
     offsets = {"q": x.cu_seqlens_q.clone(), "k": x.cu_seqlens_k.clone()}  # the first round's
     new = case.replace(seqlens_q=case.seqlens_q[::-1], seqlens_k=case.seqlens_k[::-1], seed=case.seed + 1)
     fresh = new.make_qkv(x.q.device)
     new_do = new.make_grad_out(x.q.device)  # the new batch's rows: its own upstream gradient
     overwrite_in_place(x[:5], fresh[:5])  # the totals fix the buffers, whatever the order and seed
-    o, lse = _forward(kernel, x, new)
-    o_grad = fn(*leaves, *x[3:], new.is_causal, **f)
-    with _common.crash_is_failure(ctx, "the backward after the update"):
-        grads = torch.autograd.grad(o_grad, leaves, new_do)
-    want = _run(kernel, fresh, new_do, new)
-    got = {"o": o, "o with gradients recorded": o_grad.detach(), "lse": lse,
-           **dict(zip(("dq", "dk", "dv"), grads))}
-    want["o with gradients recorded"] = want["o"]
+    with _common.crash_is_failure(ctx, "the calls after the update"):
+        got = _results(kernel, x, new_do, new, leaves)  # the same objects
+    want = _results(kernel, fresh, new_do, new)
     _assert_packed_results_agree(got, want, fresh, new_do, new, (
         f"the packed call after q, k, v and cu_seqlens were overwritten in place with {new}'s batch vs "
         "a call on fresh tensors"), ctx)

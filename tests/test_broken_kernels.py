@@ -226,20 +226,23 @@ def _assert_full_message(check_name: str, module: str, message: str) -> None:
     the worst element and the bound; a change of the process's torch state names the setting."""
     for fragment in (check_name, f"kernel tests.broken.{module}", "Case(n_q="):
         assert fragment in message, f"{fragment!r} missing from: {message}"
-    if _names_a_setting(message):
+    if _is_a_setting_failure(message):
+        _assert_names_a_setting(message)
         return
     if " raised " not in message:
         assert "bound" in message or "non-finite values" in message, f"no bound in: {message}"
         assert "batch (" in message or "d o[" in message, f"no worst element in: {message}"
 
 
-def _names_a_setting(message: str) -> bool:
-    """A failure of the process's torch state (``properties.process_state``): it has no element,
-    and names each setting that changed ("was ..., is now ...", or a generator that "changed")."""
-    if "process-wide torch state" not in message:
-        return False
+def _is_a_setting_failure(message: str) -> bool:
+    """A failure of the process's torch state (``properties.process_state``): it has no element."""
+    return "process-wide torch state" in message
+
+
+def _assert_names_a_setting(message: str) -> None:
+    """Such a failure names each setting that changed ("was ..., is now ...", or a generator that
+    "changed") and the bound."""
     assert "bound" in message and (" is now " in message or ") changed" in message), message
-    return True
 
 
 def _assert_fails(check_name: str, module: str, expected: set[str]) -> None:
@@ -415,7 +418,10 @@ def _assert_full_varlen_message(check_name: str, module: str, message: str) -> N
     """A varlen failure names the check, the module, the packed case, the sequence and the bound (a
     change of the process's torch state: the setting, for it has no sequence)."""
     fragments = [check_name, f"kernel {module}", "VarlenCase(seqlens_q=", "bound"]
-    for fragment in fragments + ([] if _names_a_setting(message) else ["sequence "]):
+    setting = _is_a_setting_failure(message)
+    if setting:
+        _assert_names_a_setting(message)
+    for fragment in fragments + ([] if setting else ["sequence "]):
         assert fragment in message, f"{fragment!r} missing from: {message}"
 
 
