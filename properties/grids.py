@@ -110,6 +110,10 @@ def property_cpu_cases() -> list[Case]:
         Case(64, 64, 16, (2,), "float32", False),  # exactly one tile
         Case(65, 129, 32, (1,), "float32", True, distribution="uniform", scale=3.0),  # peaked rows
         Case(129, 63, 80, (1,), "float16", False),  # n_q > n_k, head dim padded to 128
+        # One key that every row sees: its weight is exactly 1 and o is v in every row, where a
+        # kernel may take a shortcut (no softmax, no copy: a view of v, caught by the results-kept
+        # part of check_inputs_updated_in_place); the lone-row case above is causal, so takes none.
+        Case(65, 1, 16, (2,), "float32", False, seed=9),
         Case(97, 65, 24, (1, 2), "float32", True, "strided", seed=1),  # two leading dims
         Case(65, 97, 16, (2,), "float16", True, "broadcast_kv", seed=2),
         Case(17, 33, 40, (), "float32", False, "offset", seed=3),

@@ -18,6 +18,7 @@ matmul precision at all.)
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import warnings
@@ -54,7 +55,8 @@ _SETTINGS = {
 
 def torch_settings(device: torch.device) -> dict[str, object]:
     """The process-wide torch state a call must leave as it found it (the contract,
-    ``properties/kernels.py``): the random generators (the CPU one, and the device's), grad and
+    ``properties/kernels.py``): the random generators (torch's CPU and device ones; Python's
+    ``random`` and numpy's global one, which a kernel's host code may draw from), grad and
     inference mode, autocast, the default dtype, the thread count, the matmul precision and TF32
     switches, determinism, and SDPA's backend switches; on CUDA also the current device and stream.
 
@@ -74,11 +76,22 @@ def torch_settings(device: torch.device) -> dict[str, object]:
                 continue
         settings[f"torch.is_autocast_enabled({device.type!r})"] = torch.is_autocast_enabled(device.type)
     settings["torch.get_rng_state()"] = torch.get_rng_state()
+    settings["random.getstate()"] = _Generator(random.getstate())
+    numpy = sys.modules.get("numpy")  # not imported by the suite nor the kernel: nothing to draw from
+    if numpy is not None:
+        state = numpy.random.get_state(legacy=False)
+        settings["numpy.random.get_state()"] = _Generator((
+            state["state"]["key"].tobytes(), state["state"]["pos"], state["has_gauss"], state["gauss"]))
     if device.type == "cuda":
         settings["torch.cuda.current_device()"] = torch.cuda.current_device()
         settings[f"torch.cuda.current_stream({device})"] = torch.cuda.current_stream(device).cuda_stream
         settings[f"torch.cuda.get_rng_state({device})"] = torch.cuda.get_rng_state(device)
     return settings
+
+
+class _Generator(tuple):
+    """A Python-side generator's state (a tuple), told apart so that a change is named as a draw, not
+    printed (Python's state is 625 integers)."""
 
 
 def assert_settings_unchanged(before: dict[str, object], now: dict[str, object], when: str,
@@ -89,8 +102,8 @@ def assert_settings_unchanged(before: dict[str, object], now: dict[str, object],
         is_now = now.get(name)
         if name not in now:  # its getter raises now (the TF32 APIs, both set): a change too
             changed.append(f"{name} was {was!r}, and can no longer be read")
-        elif isinstance(was, torch.Tensor):  # a generator's state: the call drew from it
-            if not torch.equal(was, is_now):
+        elif isinstance(was, (torch.Tensor, _Generator)):  # a generator's state: the call drew from it
+            if not (torch.equal(was, is_now) if isinstance(was, torch.Tensor) else is_now == was):
                 changed.append(f"{name} changed (the call drew from, or reseeded, the caller's generator)")
         elif is_now != was:
             changed.append(f"{name} was {was!r}, is now {is_now!r}")

@@ -17,7 +17,7 @@ import pytest
 
 from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
 from properties.grids import property_cpu_cases, property_gpu_cases
-from properties.side_effects import check_inputs_unchanged
+from properties.side_effects import check_inputs_unchanged, check_inputs_updated_in_place
 from properties.varlen import VARLEN_CHECKS, check_varlen_matches_oracle
 from properties.varlen_case import VarlenCase
 from properties.varlen_grids import varlen_decode_cpu_cases
@@ -148,6 +148,9 @@ PART_BROKEN = {
     # Heads visited in an order drawn from the caller's generator: every bit of every output is right,
     # and the caller's random state advances at each call (properties.process_state).
     "rng_drawn_per_call": ("check_inputs_unchanged", {"check_inputs_unchanged"}),
+    # The same through Python's global random (a call sampled for a timing log), which torch's
+    # generators do not show.
+    "python_rng_drawn": ("check_inputs_unchanged", {"check_inputs_unchanged"}),
 }
 
 GPU_BROKEN = {
@@ -454,6 +457,8 @@ GRID_BROKEN = {
                           lambda case: case.layout == "column_slice" and case.head_dim % 16),
     "varlen_equal_queries_dense": (check_varlen_matches_oracle, varlen_decode_cpu_cases,
                                    lambda case: len(set(case.seqlens_q)) == 1 < len(set(case.seqlens_k))),
+    "single_key_view": (check_inputs_updated_in_place, property_cpu_cases,
+                        lambda case: case.n_k == 1 and not case.is_causal and case.window is None),
 }
 
 
