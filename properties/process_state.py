@@ -77,16 +77,25 @@ def torch_settings(device: torch.device) -> dict[str, object]:
         settings[f"torch.is_autocast_enabled({device.type!r})"] = torch.is_autocast_enabled(device.type)
     settings["torch.get_rng_state()"] = torch.get_rng_state()
     settings["random.getstate()"] = _Generator(random.getstate())
-    numpy = sys.modules.get("numpy")  # not imported by the suite nor the kernel: nothing to draw from
-    if numpy is not None:
-        state = numpy.random.get_state(legacy=False)
-        settings["numpy.random.get_state()"] = _Generator((
-            state["state"]["key"].tobytes(), state["state"]["pos"], state["has_gauss"], state["gauss"]))
+    numpy = sys.modules.get("numpy")  # None: neither the suite nor the kernel imported it yet
+    if numpy is not None:  # any bit generator (np.random.set_bit_generator): its state is a dict
+        settings["numpy.random.get_state()"] = _Generator(_frozen(numpy.random.get_state(legacy=False)))
     if device.type == "cuda":
         settings["torch.cuda.current_device()"] = torch.cuda.current_device()
         settings[f"torch.cuda.current_stream({device})"] = torch.cuda.current_stream(device).cuda_stream
         settings[f"torch.cuda.get_rng_state({device})"] = torch.cuda.get_rng_state(device)
     return settings
+
+
+def _frozen(state: object) -> object:
+    """A generator state of dicts, lists and arrays as nested tuples, comparable with ``==``."""
+    if isinstance(state, dict):
+        return tuple((key, _frozen(value)) for key, value in sorted(state.items()))
+    if isinstance(state, (list, tuple)):
+        return tuple(_frozen(item) for item in state)
+    if hasattr(state, "tobytes"):  # a numpy array (MT19937's key)
+        return type(state).__name__, str(getattr(state, "dtype", "")), state.tobytes()
+    return state
 
 
 class _Generator(tuple):
