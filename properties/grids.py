@@ -205,6 +205,11 @@ def feature_cpu_cases() -> list[Case]:
         # one loop (flash.backward_triton.loop_shape): both bounds bottom-right, a lower bound alone.
         Case(96, 144, 96, (1,), "float16", True, seed=10, window=(40, 0), causal_alignment="bottom_right"),
         Case(160, 160, 128, (1,), "float32", False, seed=11, window=(50, -1)),
+        # One query row with grouped heads, causal both ways (decoding): a kernel that folds a
+        # group's query heads into the rows of one tile must not give them the rows' causal
+        # positions (top-left: the row sees key 0 alone; bottom-right: every key).
+        Case(1, 97, 16, (2, 8), "float32", True, seed=13, kv_heads=2),
+        Case(1, 97, 16, (2, 8), "float16", True, seed=14, kv_heads=4, causal_alignment="bottom_right"),
     ]
 
 

@@ -16,7 +16,8 @@ import math
 import pytest
 
 from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
-from properties.grids import property_cpu_cases, property_gpu_cases
+from properties.grids import feature_cpu_cases, property_cpu_cases, property_gpu_cases
+from properties.oracle_agreement import check_output_matches_oracle
 from properties.side_effects import check_inputs_unchanged, check_inputs_updated_in_place
 from properties.varlen import VARLEN_CHECKS, check_varlen_matches_oracle
 from properties.varlen_case import VarlenCase
@@ -459,6 +460,9 @@ GRID_BROKEN = {
                                    lambda case: len(set(case.seqlens_q)) == 1 < len(set(case.seqlens_k))),
     "single_key_view": (check_inputs_updated_in_place, property_cpu_cases,
                         lambda case: case.n_k == 1 and not case.is_causal and case.window is None),
+    "decode_gqa_heads_as_rows": (check_output_matches_oracle, feature_cpu_cases,
+                                 lambda case: case.n_q == 1 and case.is_causal
+                                 and case.kv_heads is not None and case.kv_heads < case.leading[-1]),
 }
 
 
