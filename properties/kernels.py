@@ -52,7 +52,7 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   gradients (``check_inference_mode``). It never writes to its arguments: q, k, v, and in the
   backward the upstream gradient, hold the same bits afterwards, and so does the rest of the
   memory they are views of (the gaps between the rows of a strided tensor). Nor does it change the
-  process's torch state: the random generators (torch's CPU and device ones, and Python's and
+  process's state: the random generators (torch's CPU and device ones, and Python's and
   numpy's global ones; a kernel without dropout draws nothing from them), grad and inference
   mode, autocast, the default dtype, the thread count, the matmul precision and TF32 switches,
   determinism, SDPA's backend switches, and on CUDA the current device and stream are as they were

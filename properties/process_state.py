@@ -1,11 +1,11 @@
-"""The process's torch state, which a call must leave as it found it, and the check that holds it
+"""The process's state, which a call must leave as it found it, and the check that holds it
 in a fresh process.
 
 A kernel can be right in every output and still change what the caller computes next: one that
 turns TF32 on for its own speed (at import or at each call) makes every float32 matmul after it
 less precise; one that draws from the caller's random generator (a random tile order, a warm-up on
 random data) shifts every dropout mask and sampled token after it, so a seeded run no longer
-reproduces. :func:`torch_settings` reads that state; the side-effect checks
+reproduces. :func:`process_settings` reads that state; the side-effect checks
 (``check_inputs_unchanged``, ``check_varlen_inputs_unchanged``) compare it before and after each
 call. A switch set to the same value at every call shows there only at the process's first call
 (later, it is already set), so :func:`check_fresh_process` runs one such check first thing in a
@@ -53,8 +53,8 @@ _SETTINGS = {
 }
 
 
-def torch_settings(device: torch.device) -> dict[str, object]:
-    """The process-wide torch state a call must leave as it found it (the contract,
+def process_settings(device: torch.device) -> dict[str, object]:
+    """The process-wide state a call must leave as it found it (the contract,
     ``properties/kernels.py``): the random generators (torch's CPU and device ones; Python's
     ``random`` and numpy's global one, which a kernel's host code may draw from), grad and
     inference mode, autocast, the default dtype, the thread count, the matmul precision and TF32
@@ -105,7 +105,7 @@ class _Generator(tuple):
 
 def assert_settings_unchanged(before: dict[str, object], now: dict[str, object], when: str,
                               context: str) -> None:
-    """Every one of :func:`torch_settings` as it was; the message names each that changed."""
+    """Every one of :func:`process_settings` as it was; the message names each that changed."""
     changed = []
     for name, was in before.items():
         is_now = now.get(name)
@@ -118,7 +118,7 @@ def assert_settings_unchanged(before: dict[str, object], now: dict[str, object],
             changed.append(f"{name} was {was!r}, is now {is_now!r}")
     if changed:
         raise AssertionError(
-            f"process-wide torch state after {when}: {context}: {'; '.join(changed)} (bound: equality; "
+            f"process-wide state after {when}: {context}: {'; '.join(changed)} (bound: equality; "
             "a call must leave the process's settings and random generators as it found them)")
 
 
@@ -132,7 +132,7 @@ as ``__main__``)."""
 
 def check_fresh_process(kernel: ModuleType, case, device=None, timeout: float = 900) -> None:
     """In a new Python process (:func:`main`, with this one's environment and import path):
-    importing the kernel module leaves :func:`torch_settings` as they were, and so does the
+    importing the kernel module leaves :func:`process_settings` as they were, and so does the
     process's first round of calls, through ``check_inputs_unchanged`` for a
     :class:`~properties.case.Case` or ``check_varlen_inputs_unchanged`` for a
     :class:`~properties.varlen_case.VarlenCase` (their other parts hold too).
@@ -169,10 +169,10 @@ def main(argv: list[str]) -> int:
     from properties.varlen_case import VarlenCase, parse_case
 
     case = parse_case(line)
-    before = torch_settings(device)
+    before = process_settings(device)
     try:
         kernel = kernels.load_kernel(name)
-        assert_settings_unchanged(before, torch_settings(device), f"importing the kernel module {name}",
+        assert_settings_unchanged(before, process_settings(device), f"importing the kernel module {name}",
                                   "before its first call")
         check = check_varlen_inputs_unchanged if isinstance(case, VarlenCase) else check_inputs_unchanged
         check(kernel, case, device=device)

@@ -20,12 +20,12 @@ from properties import _common
 from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated
-from properties.process_state import assert_settings_unchanged, torch_settings
+from properties.process_state import assert_settings_unchanged, process_settings
 
 
 class Snapshot:
     """Copies of named tensors and of all the memory they are views of, and the process's torch
-    settings (:func:`properties.process_state.torch_settings`, on the first tensor's device), to
+    settings (:func:`properties.process_state.process_settings`, on the first tensor's device), to
     compare after a call.
 
     ``compare(name, label, now, before, context)`` reports a tensor whose elements changed (it must
@@ -40,7 +40,7 @@ class Snapshot:
         self.compare = compare or (lambda name, label, now, before, context: em.assert_bit_equal(
             label, now, before, context=context))
         self.device = next(iter(tensors.values())).device
-        self.settings = torch_settings(self.device)  # last: nothing after it may draw or set
+        self.settings = process_settings(self.device)  # last: nothing after it may draw or set
 
     def assert_unchanged(self, when: str, context: str) -> None:
         for name, t in self.tensors.items():
@@ -56,7 +56,7 @@ class Snapshot:
                     f"layout); the first, byte {int(changed[0])}, lies {_after(t, int(changed[0]))} "
                     f"(bound: bit-for-bit equality)"
                 )
-        assert_settings_unchanged(self.settings, torch_settings(self.device), when, context)
+        assert_settings_unchanged(self.settings, process_settings(self.device), when, context)
 
 
 def _after(t: torch.Tensor, byte: int) -> str:
@@ -76,7 +76,7 @@ def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
     """The forward (``attention_with_lse`` if the module has it, and ``attention``) and the backward
     leave q, k, v and the upstream gradient bit-identical, and the rest of the memory they are views
     of too, and the process's torch settings and random generators as they were
-    (:func:`properties.process_state.torch_settings`; the contract, ``properties/kernels.py``)."""
+    (:func:`properties.process_state.process_settings`; the contract, ``properties/kernels.py``)."""
     ctx = _common.context("check_inputs_unchanged", kernel, case)
     q, k, v = case.make_qkv(device or default_device())
     do = case.make_grad_out(q.device)

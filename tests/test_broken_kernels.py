@@ -227,7 +227,7 @@ def test_property_gpu_grid_has_more_slices_than_a_grid_axis_takes():
 
 def _assert_full_message(check_name: str, module: str, message: str) -> None:
     """The failure names the check, the module, the case, and (unless a call raised, which has none)
-    the worst element and the bound; a change of the process's torch state names the setting."""
+    the worst element and the bound; a change of the process's state names the setting."""
     for fragment in (check_name, f"kernel tests.broken.{module}", "Case(n_q="):
         assert fragment in message, f"{fragment!r} missing from: {message}"
     if _is_a_setting_failure(message):
@@ -239,8 +239,8 @@ def _assert_full_message(check_name: str, module: str, message: str) -> None:
 
 
 def _is_a_setting_failure(message: str) -> bool:
-    """A failure of the process's torch state (``properties.process_state``): it has no element."""
-    return "process-wide torch state" in message
+    """A failure of the process's state (``properties.process_state``): it has no element."""
+    return "process-wide state after" in message
 
 
 def _assert_names_a_setting(message: str) -> None:
@@ -420,7 +420,7 @@ def test_gpu_broken_varlen_module_fails_its_check(check_name, monkeypatch):
 
 def _assert_full_varlen_message(check_name: str, module: str, message: str) -> None:
     """A varlen failure names the check, the module, the packed case, the sequence and the bound (a
-    change of the process's torch state: the setting, for it has no sequence)."""
+    change of the process's state: the setting, for it has no sequence)."""
     fragments = [check_name, f"kernel {module}", "VarlenCase(seqlens_q=", "bound"]
     setting = _is_a_setting_failure(message)
     if setting:

@@ -1,4 +1,4 @@
-"""The process's torch state (:mod:`properties.process_state`): the kernel under test, imported
+"""The process's state (:mod:`properties.process_state`): the kernel under test, imported
 and called first thing in a new process, leaves it as it found it (``check_fresh_process``), on a
 dense case and a packed one; modules that change it fail, each with its message; correct modules
 pass. The same state is compared around every call of ``check_inputs_unchanged`` and
@@ -44,12 +44,12 @@ def test_fresh_process_gpu(kernel, case):
 def test_a_module_that_changes_the_state_fails(module, says):
     with pytest.raises(AssertionError, match=rf"check_fresh_process failed for kernel tests\.broken\."
                                              rf"{module} on Case\(.*: in a fresh process: process-wide "
-                                             rf"torch state {says}"):
+                                             rf"state {says}"):
         check_fresh_process(load_kernel(f"tests.broken.{module}"), CPU_CASES[0], device="cpu")
 
 
 def test_a_packed_call_that_draws_fails():
-    with pytest.raises(AssertionError, match=r"in a fresh process: process-wide torch state after the packed "
+    with pytest.raises(AssertionError, match=r"in a fresh process: process-wide state after the packed "
                                              r"forward: .*torch\.get_rng_state\(\) changed"):
         check_fresh_process(load_kernel("tests.broken.varlen_rng_drawn"), CPU_CASES[1], device="cpu")
 
