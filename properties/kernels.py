@@ -55,12 +55,13 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   process's state: the random generators (torch's CPU and device ones, and Python's and
   numpy's global ones; a kernel without dropout draws nothing from them), grad and inference
   mode, autocast, the default dtype, the thread count, the matmul precision and TF32 switches,
-  determinism, SDPA's backend switches, and on CUDA the current device and stream are as they were
-  after the forward and after the backward (``check_inputs_unchanged``, on dense calls;
-  ``check_varlen_inputs_unchanged``). And it reads them as they are when it is made: nothing kept
-  from an earlier call (keyed by where the inputs live) stands in for inputs since overwritten in
-  place, as a KV cache is between decoding steps (``check_inputs_updated_in_place``; for packed
-  calls, ``cu_seqlens`` too:
+  determinism (deterministic algorithms and their ``warn_only``), SDPA's backend switches, and on
+  CUDA the current device and stream are as they were after the forward and after the backward,
+  whatever they were before: a call that saves a setting restores the caller's value, not torch's
+  default (``check_inputs_unchanged``, on dense calls; ``check_varlen_inputs_unchanged``). And
+  it reads them as they are when it is made: nothing kept from an earlier call (keyed by where the
+  inputs live) stands in for inputs since overwritten in place, as a KV cache is between decoding
+  steps (``check_inputs_updated_in_place``; for packed calls, ``cu_seqlens`` too:
   ``check_varlen_inputs_updated_in_place``). What it returns (``o``, the lse, and the gradients of
   its backward) is the caller's: memory of its own, not a view of its inputs nor a buffer a later
   call writes, so neither later calls nor writes to the inputs change it (the same two checks: the

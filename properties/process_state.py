@@ -10,13 +10,18 @@ reproduces. :func:`process_settings` reads that state; the side-effect checks
 call. A switch set to the same value at every call shows there only at the process's first call
 (later, it is already set), so :func:`check_fresh_process` runs one such check first thing in a
 new Python process, after comparing the state before and after importing the kernel module.
-(The checks never flip a switch themselves to see whether a call sets it back: once both the
-legacy TF32 switches and the new ``fp32_precision`` API have been set, torch refuses to read the
-matmul precision at all.)
+A save and restore that restores torch's defaults instead of the caller's values shows only when
+the caller's values are not the defaults, so the side-effect checks make one more round of calls
+under :func:`settings_off_default`, which moves the settings that change nothing a call computes
+(deterministic algorithms' ``warn_only`` while they are off, the thread count). The others are
+never flipped: once both the legacy TF32 switches and the new ``fp32_precision`` API have been set,
+torch refuses to read the matmul precision at all, and the rest change what a call computes or
+which kernels it may use, which the contract does not promise to serve.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
@@ -48,6 +53,8 @@ _SETTINGS = {
     "torch.backends.cudnn.deterministic": lambda: torch.backends.cudnn.deterministic,
     "torch.backends.cudnn.benchmark": lambda: torch.backends.cudnn.benchmark,
     "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled,
+    "torch.is_deterministic_algorithms_warn_only_enabled()":
+        torch.is_deterministic_algorithms_warn_only_enabled,
     **{f"torch.backends.cuda.{name}()": getattr(torch.backends.cuda, name, None) for name in (
         "flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled", "cudnn_sdp_enabled")},
 }
@@ -85,6 +92,27 @@ def process_settings(device: torch.device) -> dict[str, object]:
         settings[f"torch.cuda.current_stream({device})"] = torch.cuda.current_stream(device).cuda_stream
         settings[f"torch.cuda.get_rng_state({device})"] = torch.cuda.get_rng_state(device)
     return settings
+
+
+@contextlib.contextmanager
+def settings_off_default():
+    """Within: deterministic algorithms' ``warn_only`` on (while they are off it changes nothing) and
+    another thread count (1, or 2 where it was 1), restored on exit; yields what it moved, for a
+    message. A call that saves a setting and restores torch's default (``use_deterministic_algorithms(was)``
+    resets ``warn_only``) leaves the process as it found it only from the defaults."""
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    threads = torch.get_num_threads()
+    moved = [f"torch.set_num_threads({1 if threads > 1 else 2})"]
+    if not warn_only:
+        moved.insert(0, f"torch.use_deterministic_algorithms({deterministic}, warn_only=True)")
+        torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    torch.set_num_threads(1 if threads > 1 else 2)
+    try:
+        yield ", ".join(moved)
+    finally:
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.set_num_threads(threads)
 
 
 def _frozen(state: object) -> object:

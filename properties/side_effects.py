@@ -20,7 +20,7 @@ from properties import _common
 from properties import error_model as em
 from properties.case import Case
 from properties.kernels import default_device, gated
-from properties.process_state import assert_settings_unchanged, process_settings
+from properties.process_state import assert_settings_unchanged, process_settings, settings_off_default
 
 
 class Snapshot:
@@ -90,6 +90,11 @@ def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
     snapshot.assert_unchanged("the forward with gradients recorded", ctx)
     torch.autograd.grad(o, leaves, do)
     snapshot.assert_unchanged("the backward", ctx)
+    with settings_off_default() as moved:  # a restore to torch's defaults shows only from elsewhere
+        snapshot = Snapshot({"q": q, "k": k, "v": v, "do": do})
+        _common.forward(kernel, q, k, v, case.is_causal, **f)
+        torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
+        snapshot.assert_unchanged(f"the forward and the backward, the caller having set {moved}", ctx)
 
 
 def overwrite_in_place(tensors, values) -> None:

@@ -154,6 +154,13 @@ PART_BROKEN = {
     "python_rng_drawn": ("check_inputs_unchanged", {"check_inputs_unchanged"}),
 }
 
+SETTINGS_BROKEN = {
+    # module in tests/broken: a setting saved and restored to torch's default, not the caller's value,
+    # in grouped-query calls; it shows only from a caller's state off the defaults (its round of
+    # check_inputs_unchanged under properties.process_state.settings_off_default).
+    "deterministic_warn_only_reset": "torch.is_deterministic_algorithms_warn_only_enabled()",
+}
+
 GPU_BROKEN = {
     # check: module in tests/broken, for the checks that run on CUDA devices only (n/a on the CPU,
     # where these tests run; test_gpu_broken_module_fails_its_check runs them on a GPU).
@@ -195,6 +202,18 @@ def test_broken_module_fails_its_check(check_name):
 def test_broken_module_fails_the_part_of_its_check(module):
     check_name, expected = PART_BROKEN[module]
     _assert_fails(check_name, module, expected)
+
+
+@pytest.mark.parametrize("module", list(SETTINGS_BROKEN))
+def test_a_setting_restored_to_its_default_fails(module):
+    """Right in every output, and from torch's defaults it leaves the state as it found it: only
+    the round under moved settings names the setting it reset."""
+    case = CASE.replace(leading=(4,), kv_heads=2)
+    check_inputs_unchanged(load_kernel("tests.conforming"), case)
+    with pytest.raises(AssertionError) as failure:
+        check_inputs_unchanged(load_kernel(f"tests.broken.{module}"), case)
+    message = str(failure.value)
+    assert "the caller having set" in message and SETTINGS_BROKEN[module] in message, message
 
 
 @pytest.mark.gpu

@@ -6,9 +6,10 @@ pass. The same state is compared around every call of ``check_inputs_unchanged``
 with ``rng_drawn_per_call`` and ``varlen_rng_drawn``)."""
 
 import pytest
+import torch
 
 from properties import Case, load_kernel
-from properties.process_state import check_fresh_process
+from properties.process_state import check_fresh_process, process_settings, settings_off_default
 from properties.varlen_case import VarlenCase
 from tests.helpers import case_params, run_check
 
@@ -58,3 +59,22 @@ def test_a_packed_call_that_draws_fails():
 @pytest.mark.parametrize("case", case_params(CPU_CASES))
 def test_correct_modules_pass(module, case):
     run_check(check_fresh_process, load_kernel(module), case)
+
+
+def test_settings_off_default_moves_and_restores():
+    """The round under moved settings moves what it says (or the checks' last round tests nothing),
+    and leaves every setting as it was."""
+    device = torch.device("cpu")
+    before = process_settings(device)
+    with settings_off_default() as moved:
+        inside = process_settings(device)
+    assert process_settings(device).keys() == before.keys()
+    assert all(_equal(before[name], value) for name, value in process_settings(device).items())
+    changed = {name for name in before if not _equal(before[name], inside[name])}
+    assert changed == {"torch.get_num_threads()",
+                       "torch.is_deterministic_algorithms_warn_only_enabled()"}, changed
+    assert "warn_only=True" in moved and "set_num_threads" in moved
+
+
+def _equal(a, b) -> bool:
+    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
