@@ -27,6 +27,7 @@ from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_ma
 from properties import _common
 from properties import error_model as em
 from properties.gradients import FROZEN
+from properties.inference import FRESH_LENGTHS
 from properties.kernels import default_device, gated, require_varlen
 from properties.process_state import settings_off_default
 from properties.side_effects import Snapshot, overwrite_in_place
@@ -398,6 +399,43 @@ def _assert_packed_results_agree(got: dict, want: dict, x: VarlenInputs, do: tor
 
 
 @gated
+def check_varlen_inference_mode(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """:func:`properties.inference.check_inference_mode` for packed batches: on the case with every
+    sequence :data:`~properties.inference.FRESH_LENGTHS` rows and keys longer, the packed forward
+    (``attention_varlen_with_lse`` where the module has it) under ``torch.inference_mode()`` on
+    inference copies of q, k, v and the offsets (laid out alike), then a packed call recording
+    gradients and its backward outside it, agree with the same calls made after them outside
+    inference mode within twice each result's bound; a call that raises fails. A kernel that keeps
+    what it builds from a batch's layout (a mask, a schedule of sequences and tiles) and uses it
+    in an op autograd records built it as an inference tensor, and raises from then on."""
+    require_varlen(kernel)
+    fresh = case.replace(seqlens_q=tuple(n + FRESH_LENGTHS for n in case.seqlens_q),
+                         seqlens_k=tuple(n + FRESH_LENGTHS for n in case.seqlens_k))
+    ctx = (f"{_common.context('check_varlen_inference_mode', kernel, case)} (every sequence "
+           f"{FRESH_LENGTHS} rows and keys longer)")
+    x = fresh.make_qkv(device or default_device())
+    do = fresh.make_grad_out(x.q.device)
+    with torch.inference_mode():
+        copies, fills = _common.nan_twins(dict(zip(_INPUT_NAMES, x[:5])))
+        for source, twin in fills:
+            twin.copy_(source)
+        inference = x._replace(**copies)
+        with _common.crash_is_failure(ctx, "a packed call under torch.inference_mode()"):
+            o_inf, lse_inf = _forward(kernel, inference, fresh)
+    after = "a packed call recording gradients, after a call under torch.inference_mode()"
+    with _common.crash_is_failure(ctx, after):
+        o_grad, dq, dk, dv = _with_gradients(kernel, x, do, fresh)
+    got = {"o": o_inf, "lse": lse_inf, "o with gradients recorded": o_grad, "dq": dq, "dk": dk, "dv": dv}
+    want = _results(kernel, x, do, fresh)
+    _assert_packed_results_agree(got, want, x, do, fresh, "the packed call under torch.inference_mode() "
+                                 "(o, lse) and the training call after it vs calls made after, outside it",
+                                 ctx)
+
+
+_INPUT_NAMES = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
+
+
+@gated
 def check_varlen_current_stream(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """:func:`properties.streams.check_current_stream` for the packed call: on CUDA, its forward
     (``attention_varlen_with_lse`` where the module has it) and its backward, inside
@@ -573,6 +611,7 @@ VARLEN_CHECKS = (
     check_varlen_inputs_updated_in_place,
     check_varlen_gradients_with_frozen_inputs,
     check_varlen_backward_repeatable,
+    check_varlen_inference_mode,
     check_varlen_current_stream,
 )
 """Every check of packed variable-length batches, in the order reports list them."""
