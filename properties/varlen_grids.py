@@ -126,6 +126,9 @@ def varlen_decode_cpu_cases() -> list[VarlenCase]:
         # caches of different lengths: a kernel may run equal query lengths as a dense batch, and
         # must not take the keys for equal too.
         VarlenCase((1, 1, 1, 1), (1100, 1, 65, 14), 2, 16, "float32", False, seed=3),  # 4 | total_k
+        # One query row each, causal top-left: every row sees its sequence's first key alone
+        # (FlashAttention drops is_causal when max_seqlen_q == 1, right only bottom-right).
+        VarlenCase((1, 1, 1), (7, 1, 40), 2, 16, "float32", True, seed=6),
         VarlenCase((16, 16, 16), (16, 80, 33), 2, 32, "float16", True, "heads_first", seed=4,
                    causal_alignment="bottom_right"),
         # Split sequences that do not start the batch, one with several rows: the merge stores

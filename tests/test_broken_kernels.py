@@ -485,6 +485,9 @@ GRID_BROKEN = {
                                    lambda case: len(set(case.seqlens_q)) == 1 < len(set(case.seqlens_k))),
     "single_key_view": (check_inputs_updated_in_place, property_cpu_cases,
                         lambda case: case.n_k == 1 and not case.is_causal and case.window is None),
+    "varlen_single_query_causal_dropped": (check_varlen_matches_oracle, varlen_decode_cpu_cases,
+                                           lambda case: case.is_causal and set(case.seqlens_q) == {1}
+                                           and case.causal_alignment == "top_left"),
     "decode_gqa_heads_as_rows": (check_output_matches_oracle, feature_cpu_cases,
                                  lambda case: case.n_q == 1 and case.is_causal
                                  and case.kv_heads is not None and case.kv_heads < case.leading[-1]),
