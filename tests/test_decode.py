@@ -188,7 +188,9 @@ def test_the_grids_reach_the_split_path():
     default = [decode.split_plan(c.n_q, c.n_k, _features(c)) for c in decode_cpu_cases()]
     assert sum(p is not None for p in default) == 2, default
     sixteen = [decode.split_plan(c.n_q, c.n_k, _features(c), 16) for c in SPLIT_CPU]
-    assert sum(p is not None for p in sixteen) >= len(SPLIT_CPU) - 1, sixteen
+    # All but two: Case(1, 1, ...) and the feature grid's one query row causal top-left (GQA), whose
+    # rows each see one key, so there is nothing to split.
+    assert sum(p is not None for p in sixteen) >= len(SPLIT_CPU) - 2, sixteen
     assert max(p.splits for p in sixteen if p) >= 8
     packed = [decode.split_plan(n_q, n_k, _features(c))
               for c in varlen_decode_cpu_cases() for n_q, n_k in zip(c.seqlens_q, c.seqlens_k)]
