@@ -103,13 +103,15 @@ def settings_off_default():
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     deterministic = torch.are_deterministic_algorithms_enabled()
     threads = torch.get_num_threads()
-    moved = [f"torch.set_num_threads({1 if threads > 1 else 2})"]
+    moves = [(f"torch.set_num_threads({1 if threads > 1 else 2})",
+              lambda: torch.set_num_threads(1 if threads > 1 else 2))]
     if not warn_only:
-        moved.insert(0, f"torch.use_deterministic_algorithms({deterministic}, warn_only=True)")
-        torch.use_deterministic_algorithms(deterministic, warn_only=True)
-    torch.set_num_threads(1 if threads > 1 else 2)
+        moves.insert(0, (f"torch.use_deterministic_algorithms({deterministic}, warn_only=True)",
+                         lambda: torch.use_deterministic_algorithms(deterministic, warn_only=True)))
     try:
-        yield ", ".join(moved)
+        for _, move in moves:
+            move()
+        yield ", ".join(said for said, _ in moves)
     finally:
         torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.set_num_threads(threads)
@@ -131,22 +133,28 @@ class _Generator(tuple):
     printed (Python's state is 625 integers)."""
 
 
-def assert_settings_unchanged(before: dict[str, object], now: dict[str, object], when: str,
-                              context: str) -> None:
-    """Every one of :func:`process_settings` as it was; the message names each that changed."""
-    changed = []
+def changed_settings(before: dict[str, object], now: dict[str, object]) -> dict[str, str]:
+    """Each of :func:`process_settings` that differs between ``before`` and ``now``: what happened to it."""
+    changed = {}
     for name, was in before.items():
         is_now = now.get(name)
         if name not in now:  # its getter raises now (the TF32 APIs, both set): a change too
-            changed.append(f"{name} was {was!r}, and can no longer be read")
+            changed[name] = f"{name} was {was!r}, and can no longer be read"
         elif isinstance(was, (torch.Tensor, _Generator)):  # a generator's state: the call drew from it
             if not (torch.equal(was, is_now) if isinstance(was, torch.Tensor) else is_now == was):
-                changed.append(f"{name} changed (the call drew from, or reseeded, the caller's generator)")
+                changed[name] = f"{name} changed (the call drew from, or reseeded, the caller's generator)"
         elif is_now != was:
-            changed.append(f"{name} was {was!r}, is now {is_now!r}")
+            changed[name] = f"{name} was {was!r}, is now {is_now!r}"
+    return changed
+
+
+def assert_settings_unchanged(before: dict[str, object], now: dict[str, object], when: str,
+                              context: str) -> None:
+    """Every one of :func:`process_settings` as it was; the message names each that changed."""
+    changed = changed_settings(before, now)
     if changed:
         raise AssertionError(
-            f"process-wide state after {when}: {context}: {'; '.join(changed)} (bound: equality; "
+            f"process-wide state after {when}: {context}: {'; '.join(changed.values())} (bound: equality; "
             "a call must leave the process's settings and random generators as it found them)")
 
 

@@ -58,6 +58,16 @@ class Snapshot:
                 )
         assert_settings_unchanged(self.settings, process_settings(self.device), when, context)
 
+    def assert_unchanged_off_default(self, calls, what: str, context: str) -> None:
+        """``calls()`` (the round of calls just compared) once more with the caller's settings moved
+        off torch's defaults (:func:`~properties.process_state.settings_off_default`), compared as
+        :meth:`assert_unchanged` does: a call that saves a setting and restores torch's default
+        instead of the caller's value shows only from elsewhere."""
+        with settings_off_default() as moved:
+            again = Snapshot(self.tensors, self.compare)
+            calls()
+            again.assert_unchanged(f"{what}, the caller having set {moved}", context)
+
 
 def _after(t: torch.Tensor, byte: int) -> str:
     """Where ``byte`` of ``t``'s memory lies relative to ``t``'s elements: after which one."""
@@ -90,11 +100,12 @@ def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
     snapshot.assert_unchanged("the forward with gradients recorded", ctx)
     torch.autograd.grad(o, leaves, do)
     snapshot.assert_unchanged("the backward", ctx)
-    with settings_off_default() as moved:  # a restore to torch's defaults shows only from elsewhere
-        snapshot = Snapshot({"q": q, "k": k, "v": v, "do": do})
+
+    def calls() -> None:
         _common.forward(kernel, q, k, v, case.is_causal, **f)
         torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
-        snapshot.assert_unchanged(f"the forward and the backward, the caller having set {moved}", ctx)
+
+    snapshot.assert_unchanged_off_default(calls, "the forward and the backward", ctx)
 
 
 def overwrite_in_place(tensors, values) -> None:

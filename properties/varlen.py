@@ -29,7 +29,6 @@ from properties import error_model as em
 from properties.gradients import FROZEN
 from properties.inference import FRESH_LENGTHS
 from properties.kernels import default_device, gated, require_varlen
-from properties.process_state import settings_off_default
 from properties.side_effects import Snapshot, overwrite_in_place
 from properties.streams import cuda_device, inconclusive, on_side_stream
 from properties.varlen_case import VarlenCase, VarlenInputs
@@ -321,12 +320,13 @@ def check_varlen_inputs_unchanged(kernel: ModuleType, case: VarlenCase, device=N
     snapshot.assert_unchanged("the packed forward with gradients recorded", ctx)
     torch.autograd.grad(o, leaves, do)
     snapshot.assert_unchanged("the packed backward", ctx)
-    with settings_off_default() as moved:  # a restore to torch's defaults shows only from elsewhere
-        snapshot = Snapshot(dict(snapshot.tensors), compare)
+
+    def calls() -> None:
         _forward(kernel, x, case)
         torch.autograd.grad(require_varlen(kernel)(*leaves, *x[3:], case.is_causal, **case.features()),
                             leaves, do)
-        snapshot.assert_unchanged(f"the packed forward and backward, the caller having set {moved}", ctx)
+
+    snapshot.assert_unchanged_off_default(calls, "the packed forward and backward", ctx)
 
 
 @gated

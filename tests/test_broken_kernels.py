@@ -19,7 +19,7 @@ from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotAp
 from properties.grids import feature_cpu_cases, property_cpu_cases, property_gpu_cases
 from properties.oracle_agreement import check_output_matches_oracle
 from properties.side_effects import check_inputs_unchanged, check_inputs_updated_in_place
-from properties.varlen import VARLEN_CHECKS, check_varlen_matches_oracle
+from properties.varlen import VARLEN_CHECKS, check_varlen_inputs_unchanged, check_varlen_matches_oracle
 from properties.varlen_case import VarlenCase
 from properties.varlen_grids import varlen_decode_cpu_cases
 
@@ -386,6 +386,9 @@ VARLEN_BROKEN = {
     # Sequences run in an order drawn from the caller's generator: every result right, the caller's
     # random state advanced by each packed call.
     "varlen_rng_drawn": ("check_varlen_inputs_unchanged", {"check_varlen_inputs_unchanged"}),
+    # The thread count restored to torch's default, not the caller's: right from the defaults, so
+    # only the round under moved settings fails (test_a_packed_setting_restored_to_its_default_fails).
+    "varlen_threads_reset": ("check_varlen_inputs_unchanged", {"check_varlen_inputs_unchanged"}),
     # A layout's row mask kept from a first call under inference mode: every check that calls outside
     # it passes.
     "varlen_mask_kept_from_inference_mode": ("check_varlen_inference_mode", {"check_varlen_inference_mode"}),
@@ -452,6 +455,15 @@ def _assert_full_varlen_message(check_name: str, module: str, message: str) -> N
         fragments += ["bound"] if setting else ["bound", "sequence "]
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} missing from: {message}"
+
+
+def test_a_packed_setting_restored_to_its_default_fails():
+    """The packed twin of test_a_setting_restored_to_its_default_fails: the packed round under
+    moved settings (check_varlen_inputs_unchanged) names the thread count the call reset."""
+    with pytest.raises(AssertionError) as failure:
+        check_varlen_inputs_unchanged(load_kernel("tests.broken.varlen_threads_reset"), VARLEN_CASE)
+    message = str(failure.value)
+    assert "the caller having set" in message and "torch.get_num_threads()" in message, message
 
 
 @pytest.mark.parametrize("module", list(VARLEN_BROKEN))

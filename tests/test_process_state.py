@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from properties import Case, load_kernel
-from properties.process_state import check_fresh_process, process_settings, settings_off_default
+from properties.process_state import (
+    assert_settings_unchanged,
+    changed_settings,
+    check_fresh_process,
+    process_settings,
+    settings_off_default,
+)
 from properties.varlen_case import VarlenCase
 from tests.helpers import case_params, run_check
 
@@ -68,13 +74,7 @@ def test_settings_off_default_moves_and_restores():
     before = process_settings(device)
     with settings_off_default() as moved:
         inside = process_settings(device)
-    assert process_settings(device).keys() == before.keys()
-    assert all(_equal(before[name], value) for name, value in process_settings(device).items())
-    changed = {name for name in before if not _equal(before[name], inside[name])}
-    assert changed == {"torch.get_num_threads()",
-                       "torch.is_deterministic_algorithms_warn_only_enabled()"}, changed
+    assert_settings_unchanged(before, process_settings(device), "settings_off_default", "on exit")
+    assert changed_settings(before, inside).keys() == {
+        "torch.get_num_threads()", "torch.is_deterministic_algorithms_warn_only_enabled()"}
     assert "warn_only=True" in moved and "set_num_threads" in moved
-
-
-def _equal(a, b) -> bool:
-    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
