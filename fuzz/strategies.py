@@ -238,8 +238,9 @@ WINDOW_EDGES = (0, 1, 2, 16, 62, 63, 64, 65, 66, 126, 127, 128, 129, 130)
 two keys (where a tiled kernel's rounding of the band to tiles goes wrong by one or two:
 :data:`properties.grids.BAND_EDGE_OFFSETS`)."""
 
-SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0)
-"""Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30)."""
+SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0, 0.0)
+"""Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30), and 0,
+the contract's other spelling of off (FlashAttention's default), passed to the kernel as given."""
 
 SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0, 0.0, -0.5, -4.0)
 """Softmax scales drawn often, from 1e-2 (nearly uniform rows) to 10 (nearly one-hot), and the
@@ -260,8 +261,8 @@ def feature_fields(draw, *, features: frozenset[str], n_q: int, n_k: int, leadin
                    max_work: int, block: int = BLOCK) -> dict:
     """The feature fields of a :class:`Case` for a module that declares ``features``: grouped-query
     heads (ratios 1 to 8, the heads grown to fit, within ``max_work``), windows at tile edges and
-    one-sided (so some rows may see no key), bottom-right alignment, softcaps of 1 to 50, softmax
-    scales of 1e-2 to 10, 0 and -1e-2 to -10. Each is off first, so each shrinks away when it is
+    one-sided (so some rows may see no key), bottom-right alignment, softcaps of 1 to 50 and 0 (off),
+    softmax scales of 1e-2 to 10, 0 and -1e-2 to -10. Each is off first, so each shrinks away when it is
     not needed."""
     out: dict = {}
     if "gqa" in features:
@@ -352,7 +353,7 @@ def _varlen_feature_fields(draw, *, features: frozenset[str]) -> dict:
     """The :class:`VarlenCase` feature fields besides ``kv_heads``, each drawn only if declared in
     ``features`` and off first: ``causal_alignment`` (bottom-right), ``window`` (each side -1,
     0, a tile edge 62 to 66 or small, so one-sided windows and rows that see no key come up),
-    ``softcap`` 1..50 and ``softmax_scale`` 1e-2..10, 0 or -0.5."""
+    ``softcap`` 0..50 (0: off, passed as given) and ``softmax_scale`` 1e-2..10, 0 or -0.5."""
     fields = {}
     if "bottom_right" in features and draw(st.booleans()):
         fields["causal_alignment"] = "bottom_right"
@@ -360,7 +361,7 @@ def _varlen_feature_fields(draw, *, features: frozenset[str]) -> dict:
         side = st.one_of(st.sampled_from(_VARLEN_WINDOW_SIDES), st.integers(1, 16))
         fields["window"] = (draw(side), draw(side))
     if "softcap" in features and draw(st.booleans()):
-        fields["softcap"] = float(draw(st.integers(1, 50)))
+        fields["softcap"] = float(draw(st.integers(0, 50)))  # 0: off, as None
     if "scale" in features and draw(st.booleans()):
         fields["softmax_scale"] = draw(st.sampled_from(_VARLEN_SOFTMAX_SCALES))
     return fields

@@ -97,7 +97,8 @@ class Case:
     - ``softmax_scale``: the kernel's ``scale`` argument, any finite real (``None``: ``1 / sqrt(d)``;
       0 weighs every visible key alike, a negative one favours the least similar); not to be
       confused with ``scale``, the size of the drawn values;
-    - ``window``: ``(left, right)``, ``-1`` unbounded; ``softcap``: ``c > 0``;
+    - ``window``: ``(left, right)``, ``-1`` unbounded; ``softcap``: ``c > 0`` caps, ``0`` is off as
+      ``None`` is, but is passed to the kernel (the contract's two spellings of off);
     - ``causal_alignment``: ``"top_left"`` or ``"bottom_right"``.
     """
 
@@ -240,7 +241,7 @@ def feature_kwargs(case) -> dict:
         out["scale"] = case.softmax_scale
     if case.window is not None:
         out["window"] = case.window
-    if case.softcap:
+    if case.softcap is not None:  # 0 too: the contract's other spelling of off, passed as given
         out["softcap"] = case.softcap
     if case.causal_alignment != "top_left":
         out["causal_alignment"] = case.causal_alignment

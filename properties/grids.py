@@ -188,6 +188,9 @@ def feature_cpu_cases() -> list[Case]:
         Case(40, 80, 24, (2,), "float16", True, causal_alignment="bottom_right", window=(16, -1)),
         Case(65, 65, 16, (2,), "float32", False, distribution="uniform", scale=3.0, softcap=2.0),
         Case(33, 129, 32, (1,), "float16", True, softmax_scale=0.5, softcap=30.0),
+        # softcap=0 is off, as None is (FlashAttention's default spelling): a module that tests
+        # `is not None` caps every score to 0.
+        Case(47, 33, 16, (2,), "float32", True, seed=15, softcap=0.0),
         Case(63, 65, 16, (2,), "float32", False, softmax_scale=0.01),
         Case(64, 64, 16, (2,), "float16", False, softmax_scale=10.0, seed=3),
         # A negative scale (the row max is the smallest q.k: a max taken before the scale is wrong

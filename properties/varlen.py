@@ -28,7 +28,7 @@ from properties import _common
 from properties import error_model as em
 from properties.gradients import FROZEN
 from properties.inference import FRESH_LENGTHS
-from properties.kernels import default_device, gated, require_varlen
+from properties.kernels import default_device, gated, require_case, require_varlen
 from properties.side_effects import Snapshot, overwrite_in_place
 from properties.streams import cuda_device, inconclusive, on_side_stream
 from properties.varlen_case import VarlenCase, VarlenInputs
@@ -542,6 +542,43 @@ _SIDE = {"o": ("q", ROWS), "lse": ("q", LSE_ROWS), "dq": ("q", ROWS), "dk": ("k"
 
 
 @gated
+def check_varlen_window_extremes_exact(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """:func:`properties.features.check_window_extremes_exact` for packed batches: ``window=(-1,
+    -1)`` is no window, and ``window=(-1, 0)`` without ``is_causal`` is ``is_causal=True`` with no
+    window; the packed ``o``, lse, ``dq, dk, dv`` bit for bit (the contract's masks are exact, so two
+    spellings of one mask may not take paths that round differently). The case's own window is
+    dropped; its other features are kept. n/a for a module without ``"window"``."""
+    require_varlen(kernel)
+    device = device or default_device()
+    plain = case.replace(window=None)
+    require_case(kernel, plain.replace(window=(-1, -1)), device)
+    ctx = _common.context("check_varlen_window_extremes_exact", kernel, case)
+    x = plain.make_qkv(device)
+    do = plain.make_grad_out(x.q.device)
+    cu = {"q": x.cu_seqlens_q, "k": x.cu_seqlens_k}
+    for name, spelled, meant in (
+        ("window=(-1, -1) = no window", plain.replace(window=(-1, -1)), plain),
+        ("window=(-1, 0) = is_causal", plain.replace(is_causal=False, window=(-1, 0)),
+         plain.replace(is_causal=True)),
+    ):
+        want, got = _run(kernel, x, do, meant), _run(kernel, x, do, spelled)
+        try:
+            for key, value in want.items():
+                if value is not None:
+                    side, axes = _SIDE[key]
+                    em.assert_bit_equal(f"{name}, {key}", _pad(got[key], cu[side]), _pad(value, cu[side]),
+                                        context=ctx, axes=axes)
+        except AssertionError as error:
+            again = _run(kernel, x, do, meant)
+            unstable = [key for key, value in want.items()
+                        if value is not None and not torch.equal(again[key], value)]
+            why = (f"; the same call repeated differs too (in {', '.join(unstable)}): the kernel is not "
+                   "deterministic on this case, so this says nothing of its masks" if unstable else
+                   "; the same call repeated gives the same bits: the two spellings differ")
+            raise AssertionError(f"{error}{why}") from None
+
+
+@gated
 def check_varlen_matches_separate(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """Each sequence computed alone through the module's dense ``attention`` (the lse from
     ``attention_with_lse`` where it has one), on ``[heads, n, d]`` views of the packed tensors and
@@ -607,6 +644,7 @@ VARLEN_CHECKS = (
     check_varlen_gradients_match_oracle,
     check_varlen_no_leakage,
     check_varlen_matches_separate,
+    check_varlen_window_extremes_exact,
     check_varlen_inputs_unchanged,
     check_varlen_inputs_updated_in_place,
     check_varlen_gradients_with_frozen_inputs,

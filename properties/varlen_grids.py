@@ -73,6 +73,11 @@ def varlen_feature_cpu_cases() -> list[VarlenCase]:
                    causal_alignment="bottom_right"),
         VarlenCase((80, 17), (80, 30), 2, 128, "float32", False, seed=12, window=(30, -1)),
         VarlenCase((48, 31), (48, 40), 1, 80, "float32", True, "strided", seed=13),
+        # A batch of one sequence, bottom-right causal with n_q < n_k: a module that sends a lone
+        # sequence to its dense path must keep the alignment.
+        VarlenCase((5,), (23,), 2, 16, "float32", True, seed=14, causal_alignment="bottom_right"),
+        # softcap=0 is off, as None is (FlashAttention's default spelling).
+        VarlenCase((9, 3), (9, 12), 2, 16, "float32", False, seed=15, softcap=0.0),
     ]
 
 
