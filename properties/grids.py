@@ -151,6 +151,8 @@ def property_gpu_cases() -> list[Case]:
             Case(1023, 1025, 128, (1, 2), dtype, True, seed=2),
             Case(257, 255, 256, (2,), dtype, False, "strided", seed=3),
             Case(4097, 4095, 64, (1,), dtype, True, seed=4),
+            # Every row sees one and the same key (tests/broken/single_key_view.py).
+            Case(129, 1, 64, (2,), dtype, False, seed=9),
         ]
     cases += _other_layouts(Case(257, 129, 96, (2, 2), "bfloat16", False, seed=6),
                             taken=("contiguous", "heads_last", "strided"))
@@ -301,6 +303,10 @@ def feature_gpu_cases() -> list[Case]:
             Case(1025, 1023, 64, (2,), dtype, True, seed=10, softmax_scale=-0.3),
             Case(769, 1024, 64, (2, 4), dtype, True, "strided", seed=7, kv_heads=2, softmax_scale=0.3,
                  window=(255, 64), softcap=20.0, causal_alignment="bottom_right"),
+            # Decoding: one query row with grouped heads, causal both ways
+            # (tests/broken/decode_gqa_heads_as_rows.py); flash splits the 4097 keys (flash.decode).
+            Case(1, 1025, 64, (2, 8), dtype, True, seed=14, kv_heads=2),
+            Case(1, 4097, 128, (2, 32), dtype, True, seed=15, kv_heads=8, causal_alignment="bottom_right"),
         ]
     # A lower bound alone, bottom-right: each row sees every key from c_i - 300 on.
     return cases + [Case(1000, 1500, 128, (2, 2), "bfloat16", False, seed=11, window=(300, -1),
