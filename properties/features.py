@@ -50,15 +50,18 @@ def _run(kernel: ModuleType, case: Case, q, k, v, do, **features) -> dict[str, t
     return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
 
 
-def _assert_same_bits(name: str, got: dict, want: dict, ctx: str, again=None) -> None:
+def _assert_same_bits(name: str, got: dict, want: dict, ctx: str, again=None, compare=None) -> None:
     """Bit-for-bit ``got == want``. On a difference, ``again()`` (the call that made ``want``, made
     once more) tells a mask that differs from a kernel that is not deterministic (the contract
-    requires both; the message says which it is)."""
+    requires both; the message says which it is). ``compare(label, key, got, want)`` raises where
+    one result differs; the default names a dense element by (row, col), packed checks pass one
+    that names it by sequence (:mod:`properties.varlen`)."""
+    compare = compare or (lambda label, key, a, b: em.assert_bit_equal(
+        label, a, b, context=ctx, axes=("row",) if key == "lse" else ("row", "col")))
     try:
         for key, value in want.items():
             if value is not None:
-                em.assert_bit_equal(f"{name}, {key}", got[key], value, context=ctx,
-                                    axes=("row",) if key == "lse" else ("row", "col"))
+                compare(f"{name}, {key}", key, got[key], value)
     except AssertionError as error:
         if again is None:
             raise

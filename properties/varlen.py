@@ -26,6 +26,7 @@ import torch
 from oracle.varlen import dense_attention_varlen, pad_packed, seqlens, varlen_mask
 from properties import _common
 from properties import error_model as em
+from properties.features import _assert_same_bits
 from properties.gradients import FROZEN
 from properties.inference import FRESH_LENGTHS
 from properties.kernels import default_device, gated, require_case, require_varlen
@@ -556,26 +557,18 @@ def check_varlen_window_extremes_exact(kernel: ModuleType, case: VarlenCase, dev
     x = plain.make_qkv(device)
     do = plain.make_grad_out(x.q.device)
     cu = {"q": x.cu_seqlens_q, "k": x.cu_seqlens_k}
+
+    def padded(label, key, got, want):
+        side, axes = _SIDE[key]
+        em.assert_bit_equal(label, _pad(got, cu[side]), _pad(want, cu[side]), context=ctx, axes=axes)
+
     for name, spelled, meant in (
         ("window=(-1, -1) = no window", plain.replace(window=(-1, -1)), plain),
         ("window=(-1, 0) = is_causal", plain.replace(is_causal=False, window=(-1, 0)),
          plain.replace(is_causal=True)),
     ):
-        want, got = _run(kernel, x, do, meant), _run(kernel, x, do, spelled)
-        try:
-            for key, value in want.items():
-                if value is not None:
-                    side, axes = _SIDE[key]
-                    em.assert_bit_equal(f"{name}, {key}", _pad(got[key], cu[side]), _pad(value, cu[side]),
-                                        context=ctx, axes=axes)
-        except AssertionError as error:
-            again = _run(kernel, x, do, meant)
-            unstable = [key for key, value in want.items()
-                        if value is not None and not torch.equal(again[key], value)]
-            why = (f"; the same call repeated differs too (in {', '.join(unstable)}): the kernel is not "
-                   "deterministic on this case, so this says nothing of its masks" if unstable else
-                   "; the same call repeated gives the same bits: the two spellings differ")
-            raise AssertionError(f"{error}{why}") from None
+        _assert_same_bits(name, _run(kernel, x, do, spelled), _run(kernel, x, do, meant), ctx,
+                          again=lambda meant=meant: _run(kernel, x, do, meant), compare=padded)
 
 
 @gated

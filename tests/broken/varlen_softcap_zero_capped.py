@@ -8,22 +8,12 @@ thirty-third session): no case passed ``softcap=0`` to a kernel (the cases dropp
 Smallest input that shows it: one sequence, a query and two keys, ``softcap=0.0``.
 """
 
-import torch
-
-from tests import conforming as C
 from tests.broken import _varlen_features as base
 from tests.broken._varlen_features import FEATURES, SUPPORTED_DTYPES, attention, attention_with_lse
+from tests.broken.softcap_zero_capped import _scores  # the bug: softcap=0 caps every score at 0
 
 __all__ = ["FEATURES", "SUPPORTED_DTYPES", "attention", "attention_with_lse", "attention_varlen",
            "attention_varlen_with_lse"]
-
-
-def _scores(q, k, is_causal, scale, window, softcap, causal_alignment):
-    s = torch.matmul(C.up(q), C.kv_heads(q, C.up(k)).transpose(-2, -1)) * C.softmax_scale(q, scale)
-    if softcap is not None:  # the bug: 0 is off too
-        s = C.cap(s, softcap)
-    seen = C.visible(q.shape[-2], k.shape[-2], is_causal, window, causal_alignment, q.device)
-    return s.masked_fill(~seen, C.HIDDEN)
 
 
 def _sequence(qh, kh, vh, is_causal, **features):
