@@ -18,6 +18,7 @@ import torch
 
 from flash import decode, replay
 from flash.scores import resolve
+from oracle.dense import visible_mask
 from properties import ALL_CHECKS, BAND_EDGE_CHECKS, load_kernel
 from properties.grids import (
     band_edge_decode_cpu_cases,
@@ -182,15 +183,30 @@ def _features(case):
                    f.get("causal_alignment", "top_left"))
 
 
+def _seen_span(case) -> int:
+    """How many keys lie from the first to the last key that some row of ``case`` sees (the
+    oracle's mask: causal, window, alignment); 0 when no row sees any."""
+    f = case.features()
+    mask = visible_mask(case.n_q, case.n_k, is_causal=case.is_causal, window=f.get("window"),
+                        causal_alignment=f.get("causal_alignment", "top_left"))
+    if mask is None:
+        return case.n_k
+    seen = mask.any(0).nonzero().flatten()
+    return int(seen[-1] - seen[0] + 1) if len(seen) else 0
+
+
 def test_the_grids_reach_the_split_path():
     """The gate above is only as good as its reach: flash's default splits some decode cases (and
     some packed sequences), and 16-key splits nearly all short ones, some into many pieces."""
     default = [decode.split_plan(c.n_q, c.n_k, _features(c)) for c in decode_cpu_cases()]
     assert sum(p is not None for p in default) == 2, default
     sixteen = [decode.split_plan(c.n_q, c.n_k, _features(c), 16) for c in SPLIT_CPU]
-    # All but two: Case(1, 1, ...) and the feature grid's one query row causal top-left (GQA), whose
-    # rows each see one key, so there is nothing to split.
-    assert sum(p is not None for p in sixteen) >= len(SPLIT_CPU) - 2, sixteen
+    # Which cases must split, from the oracle's mask alone: every one whose rows see keys spanning
+    # two 16-key splits (and few enough rows). Most do; a case whose rows see one key each does not.
+    must = [c.n_q <= decode.MAX_SPLIT_ROWS and _seen_span(c) >= 32 for c in SPLIT_CPU]
+    wrong = [(c, p) for c, p, m in zip(SPLIT_CPU, sixteen, must) if (p is not None) != m]
+    assert not wrong, f"split plans that disagree with the oracle's mask: {wrong}"
+    assert 2 * sum(must) > len(SPLIT_CPU), [c for c, m in zip(SPLIT_CPU, must) if not m]
     assert max(p.splits for p in sixteen if p) >= 8
     packed = [decode.split_plan(n_q, n_k, _features(c))
               for c in varlen_decode_cpu_cases() for n_q, n_k in zip(c.seqlens_q, c.seqlens_k)]
