@@ -238,9 +238,11 @@ WINDOW_EDGES = (0, 1, 2, 16, 62, 63, 64, 65, 66, 126, 127, 128, 129, 130)
 two keys (where a tiled kernel's rounding of the band to tiles goes wrong by one or two:
 :data:`properties.grids.BAND_EDGE_OFFSETS`)."""
 
-SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0, 0.0)
-"""Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30), and 0,
-the contract's other spelling of off (FlashAttention's default), passed to the kernel as given."""
+SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0, 0.0, 1e4)
+"""Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30), 0,
+the contract's other spelling of off (FlashAttention's default), passed to the kernel as given, and
+1e4, which the ``large`` values' scores reach (a module that takes a large cap as none is wrong
+only there)."""
 
 SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0, 0.0, -0.5, -4.0)
 """Softmax scales drawn often, from 1e-2 (nearly uniform rows) to 10 (nearly one-hot), and the
@@ -349,19 +351,21 @@ def _fit_groups(kv_heads: int, group: int, heads: int) -> tuple[int, int]:
 
 
 @st.composite
-def _varlen_feature_fields(draw, *, features: frozenset[str]) -> dict:
+def _varlen_feature_fields(draw, *, features: frozenset[str], longest_k: int) -> dict:
     """The :class:`VarlenCase` feature fields besides ``kv_heads``, each drawn only if declared in
     ``features`` and off first: ``causal_alignment`` (bottom-right), ``window`` (each side -1,
-    0, a tile edge 62 to 66 or small, so one-sided windows and rows that see no key come up),
+    0, a tile edge 62 to 66, small, or up to ``longest_k``, the longest key sequence: so one-sided
+    windows, rows that see no key, and sides as wide as every sequence's keys come up),
     ``softcap`` 0..50 (0: off, passed as given) and ``softmax_scale`` 1e-2..10, 0 or -0.5."""
     fields = {}
     if "bottom_right" in features and draw(st.booleans()):
         fields["causal_alignment"] = "bottom_right"
     if "window" in features and draw(st.booleans()):
-        side = st.one_of(st.sampled_from(_VARLEN_WINDOW_SIDES), st.integers(1, 16))
+        side = st.one_of(st.sampled_from(_VARLEN_WINDOW_SIDES), st.integers(1, 16),
+                         st.integers(0, max(0, longest_k)))
         fields["window"] = (draw(side), draw(side))
     if "softcap" in features and draw(st.booleans()):
-        fields["softcap"] = float(draw(st.integers(0, 50)))  # 0: off, as None
+        fields["softcap"] = float(draw(st.one_of(st.integers(0, 50), st.just(10_000))))  # 0: off, as None
     if "scale" in features and draw(st.booleans()):
         fields["softmax_scale"] = draw(st.sampled_from(_VARLEN_SOFTMAX_SCALES))
     return fields
@@ -404,7 +408,7 @@ def varlen_cases(draw, *, size: Size = CPU, max_sequences: int = 6, block: int =
     head_dim = draw(head_dims(min_dim=size.min_head_dim))
     dtype = draw(dtypes(size=size))
     is_causal = draw(st.booleans())
-    fields = draw(_varlen_feature_fields(features=features)) if features else {}
+    fields = draw(_varlen_feature_fields(features=features, longest_k=max(seqlens_k))) if features else {}
     layout = draw(st.sampled_from(VARLEN_LAYOUTS))
     distribution, scale = draw(values(dtype=dtype))
     seed = draw(st.integers(0, 2**16))

@@ -50,23 +50,29 @@ def check_deterministic(kernel: ModuleType, case: Case, device=None) -> None:
 
 @gated
 def check_backward_repeatable(kernel: ModuleType, case: Case, device=None) -> None:
-    """The backward of one forward, run twice (``retain_graph=True``: a second loss on the same
-    activations, a gradient penalty), gives the same gradients bit for bit (the contract). A backward
-    that changes what its forward saved (the lse turned to base 2 in place, a dq buffer kept from
-    the forward and accumulated into) gets the second one wrong, and one backward per forward, as
-    every other check runs it, never shows that. On a difference, two fresh calls tell a kernel
-    that is not deterministic (:func:`check_deterministic`) from one whose second backward differs."""
+    """The backward of one forward, run a second time (``retain_graph=True``: a second loss on the
+    same activations, a gradient penalty) for another upstream gradient, gives bit for bit the
+    gradients that upstream gradient gets through a fresh forward (the contract: calls are
+    deterministic, and each backward of one forward gives its own gradients). A backward that
+    changes what its forward saved (the lse turned to base 2 in place, a dq buffer kept from the
+    forward and accumulated into) or keeps what it computed the first time (``rowsum(do * o)``,
+    the gradients) gets the second one wrong, and one backward per forward, as every other check
+    runs it, never shows that. On a difference, two fresh calls tell a kernel that is not
+    deterministic (:func:`check_deterministic`) from one whose second backward differs."""
     device = torch.device(device or default_device())
     ctx = _common.context("check_backward_repeatable", kernel, case)
     q, k, v = case.make_qkv(device)
     do = case.make_grad_out(device)
+    again = _common.another_upstream(do)
     f = case.features()
-    first, second = _common.two_backwards(lambda *a: kernel.attention(*a, case.is_causal, **f),
-                                          (q, k, v), do, ctx)
+    _, second = _common.two_backwards(lambda *a: kernel.attention(*a, case.is_causal, **f),
+                                      (q, k, v), do, again, ctx)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    fresh = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, again)
     try:
-        for name, got, want in zip(("dq", "dk", "dv"), second, first):
-            em.assert_bit_equal(f"{name} of the second backward of one forward vs the first", got, want,
-                                context=ctx)
+        for name, got, want in zip(("dq", "dk", "dv"), second, fresh):
+            em.assert_bit_equal(f"{name} of the second backward of one forward (another upstream gradient) "
+                                "vs a fresh forward's", got, want, context=ctx)
     except AssertionError as error:
-        why = _common.fresh_calls_say(lambda: _run(kernel, q, k, v, do, case.is_causal, f))
+        why = _common.fresh_calls_say(lambda: _run(kernel, q, k, v, again, case.is_causal, f))
         raise AssertionError(f"{error}{why}") from None

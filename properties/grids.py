@@ -193,6 +193,10 @@ def feature_cpu_cases() -> list[Case]:
         # softcap=0 is off, as None is (FlashAttention's default spelling): a module that tests
         # `is not None` caps every score to 0.
         Case(47, 33, 16, (2,), "float32", True, seed=15, softcap=0.0),
+        # A large cap that the scores pass (a scale of 5e3: scores up to 5e4, capped near 1e4 and
+        # close together): a module that takes a large cap as no cap is right only while the
+        # scores stay far below it.
+        Case(33, 47, 16, (2,), "float32", False, seed=18, softcap=1e4, softmax_scale=5e3),
         Case(63, 65, 16, (2,), "float32", False, softmax_scale=0.01),
         Case(64, 64, 16, (2,), "float16", False, softmax_scale=10.0, seed=3),
         # A negative scale (the row max is the smallest q.k: a max taken before the scale is wrong

@@ -87,7 +87,8 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   they are recomputed from is itself off by many units (PyTorch's own CPU SDPA returns inf there).
 - Calls are deterministic: the same call on the same inputs returns the same bits, outputs, lse and
   gradients (``check_deterministic``); and the backward of one forward may run more than once
-  (``retain_graph=True``), each time with the same gradients (``check_backward_repeatable``).
+  (``retain_graph=True``: a second loss on the same activations), each time with the gradients of
+  its own upstream gradient, bit for bit those a fresh call gets for it (``check_backward_repeatable``).
   Every bit-for-bit promise here compares two calls, so it rests on this one too; a check that
   finds two calls differ says whether the same call repeated differs as well. (cuDNN's SDPA
   backward is not deterministic, and PyTorch says so: it fails here, ``docs/findings.md``.)

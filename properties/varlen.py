@@ -269,21 +269,26 @@ def check_varlen_gradients_with_frozen_inputs(kernel: ModuleType, case: VarlenCa
 @gated
 def check_varlen_backward_repeatable(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """As :func:`properties.determinism.check_backward_repeatable`, for the packed call: the backward
-    of one packed forward, run twice (``retain_graph=True``), gives the same ``dq, dk, dv``."""
+    of one packed forward, run a second time (``retain_graph=True``) for another upstream gradient,
+    gives the ``dq, dk, dv`` a fresh packed call gets for it, bit for bit."""
     attention_varlen = require_varlen(kernel)
     ctx = _common.context("check_varlen_backward_repeatable", kernel, case)
     x = case.make_qkv(device or default_device())
     do = case.make_grad_out(x.q.device)
+    again = _common.another_upstream(do)
     f = case.features()
-    first, second = _common.two_backwards(lambda *a: attention_varlen(*a, *x[3:], case.is_causal, **f),
-                                          x[:3], do, ctx)
+    _, second = _common.two_backwards(lambda *a: attention_varlen(*a, *x[3:], case.is_causal, **f),
+                                      x[:3], do, again, ctx)
+    fresh = _with_gradients(kernel, x, again, case)[1:]
     try:
-        for name, got, want, c, axes in zip(("dq", "dk", "dv"), second, first, (x[3], x[4], x[4]),
+        for name, got, want, c, axes in zip(("dq", "dk", "dv"), second, fresh, (x[3], x[4], x[4]),
                                             (ROWS, KEYS, KEYS)):
-            em.assert_bit_equal(f"{name} of the second backward of one packed forward vs the first",
-                                _pad(got, c), _pad(want, c), context=ctx, axes=axes)
+            em.assert_bit_equal(f"{name} of the second backward of one packed forward (another upstream "
+                                "gradient) vs a fresh packed call's", _pad(got, c), _pad(want, c),
+                                context=ctx, axes=axes)
     except AssertionError as error:
-        raise AssertionError(f"{error}{_common.fresh_calls_say(lambda: _run(kernel, x, do, case))}") from None
+        why = _common.fresh_calls_say(lambda: _run(kernel, x, again, case))
+        raise AssertionError(f"{error}{why}") from None
 
 
 @gated

@@ -78,6 +78,15 @@ def varlen_feature_cpu_cases() -> list[VarlenCase]:
         VarlenCase((5,), (23,), 2, 16, "float32", True, seed=14, causal_alignment="bottom_right"),
         # softcap=0 is off, as None is (FlashAttention's default spelling).
         VarlenCase((9, 3), (9, 12), 2, 16, "float32", False, seed=15, softcap=0.0),
+        # A large cap that the scores pass (a scale of 5e3: scores up to 5e4).
+        VarlenCase((9, 3), (9, 12), 2, 16, "float32", False, seed=18, softcap=1e4, softmax_scale=5e3),
+        # A window side as wide as the longest key sequence still hides keys from a sequence with
+        # more queries than keys: top-left, rows 13-19 of (20 queries, 5 keys) lose their first
+        # keys to left = 12, rows 17-19 see none; bottom-right, right = 12 leaves rows 0-2 of
+        # (20, 5) blind (c_i = i - 15).
+        VarlenCase((20, 3), (5, 12), 2, 16, "float32", False, seed=16, window=(12, 2)),
+        VarlenCase((3, 20), (12, 5), 1, 16, "float32", False, "strided", seed=17, window=(2, 12),
+                   causal_alignment="bottom_right"),
     ]
 
 

@@ -35,6 +35,25 @@ def packed(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, one=sequence, **featu
     return pack(q, outs, lses)
 
 
+def with_scores(scores):
+    """``(attention_varlen_with_lse, attention_varlen)`` of a module whose one bug is in ``scores``
+    (the signature of :func:`tests.conforming.scores`): each sequence through it."""
+
+    def one(qh, kh, vh, is_causal, **features):
+        return sequence(qh, kh, vh, is_causal, scores=scores, **features)
+
+    def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                  is_causal=False, **features):
+        return packed(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, one=one, **features)
+
+    def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False,
+                         **features):
+        return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                         is_causal, **features)[0]
+
+    return attention_varlen_with_lse, attention_varlen
+
+
 def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                               is_causal=False, **features):
     return packed(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, **features)

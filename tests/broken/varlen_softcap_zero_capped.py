@@ -15,17 +15,4 @@ from tests.broken.softcap_zero_capped import _scores  # the bug: softcap=0 caps 
 __all__ = ["FEATURES", "SUPPORTED_DTYPES", "attention", "attention_with_lse", "attention_varlen",
            "attention_varlen_with_lse"]
 
-
-def _sequence(qh, kh, vh, is_causal, **features):
-    return base.sequence(qh, kh, vh, is_causal, scores=_scores, **features)
-
-
-def attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                              is_causal=False, **features):
-    return base.packed(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, one=_sequence, **features)
-
-
-def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False,
-                     **features):
-    return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                     is_causal, **features)[0]
+attention_varlen_with_lse, attention_varlen = base.with_scores(_scores)
