@@ -44,17 +44,16 @@ def gradients_with(call: Callable[..., torch.Tensor], inputs: Sequence[torch.Ten
     return got
 
 
-def two_backwards(call: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor], do: torch.Tensor,
-                  again: torch.Tensor, context: str) -> tuple[tuple[torch.Tensor, ...], ...]:
-    """The gradients of two backwards of one forward ``call(q, k, v)`` (``retain_graph=True``): the
-    first for the upstream gradient ``do``, the second for ``again``; a crash of the second is the
-    failure."""
+def second_backward(call: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor], do: torch.Tensor,
+                    again: torch.Tensor, context: str) -> tuple[torch.Tensor, ...]:
+    """The gradients of the second of two backwards of one forward ``call(q, k, v)``
+    (``retain_graph=True``): the first for the upstream gradient ``do``, the second for ``again``;
+    a crash of the second is the failure."""
     leaves = [t.detach().requires_grad_() for t in inputs]
     o = call(*leaves)
-    first = torch.autograd.grad(o, leaves, do, retain_graph=True)
+    torch.autograd.grad(o, leaves, do, retain_graph=True)
     with crash_is_failure(context, "the second backward of one forward"):
-        second = torch.autograd.grad(o, leaves, again)
-    return first, second
+        return torch.autograd.grad(o, leaves, again)
 
 
 def another_upstream(do: torch.Tensor) -> torch.Tensor:
@@ -62,7 +61,7 @@ def another_upstream(do: torch.Tensor) -> torch.Tensor:
     a second backward of one forward: a second loss on the same activations has its own gradient,
     and a backward that kept something of the first (its ``rowsum(do * o)``, its result) returns
     the first's gradients, or a mix, where the same upstream gradient twice would agree."""
-    return (-0.75 * do.roll(1, -1)).contiguous()
+    return -0.75 * do.roll(1, -1)
 
 
 def fresh_calls_say(run: Callable[[], dict]) -> str:

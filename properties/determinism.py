@@ -65,10 +65,12 @@ def check_backward_repeatable(kernel: ModuleType, case: Case, device=None) -> No
     do = case.make_grad_out(device)
     again = _common.another_upstream(do)
     f = case.features()
-    _, second = _common.two_backwards(lambda *a: kernel.attention(*a, case.is_causal, **f),
-                                      (q, k, v), do, again, ctx)
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    fresh = torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, again)
+
+    def call(*qkv):
+        return kernel.attention(*qkv, case.is_causal, **f)
+
+    second = _common.second_backward(call, (q, k, v), do, again, ctx)
+    fresh = _common.gradients_with(call, (q, k, v), (0, 1, 2), again, ctx)
     try:
         for name, got, want in zip(("dq", "dk", "dv"), second, fresh):
             em.assert_bit_equal(f"{name} of the second backward of one forward (another upstream gradient) "

@@ -277,8 +277,8 @@ def check_varlen_backward_repeatable(kernel: ModuleType, case: VarlenCase, devic
     do = case.make_grad_out(x.q.device)
     again = _common.another_upstream(do)
     f = case.features()
-    _, second = _common.two_backwards(lambda *a: attention_varlen(*a, *x[3:], case.is_causal, **f),
-                                      x[:3], do, again, ctx)
+    second = _common.second_backward(lambda *a: attention_varlen(*a, *x[3:], case.is_causal, **f),
+                                     x[:3], do, again, ctx)
     fresh = _with_gradients(kernel, x, again, case)[1:]
     try:
         for name, got, want, c, axes in zip(("dq", "dk", "dv"), second, fresh, (x[3], x[4], x[4]),

@@ -37,13 +37,20 @@ def attention(q, k, v, is_causal=False):
     return attention_with_lse(q, k, v, is_causal)[0]
 
 
-def backward(q, k, v, o, lse, do, is_causal):
-    """Gradients from the saved lse, as the spec's backward: ``P = exp(S - lse)``, ``dS = P (dP - D)``."""
+def delta(o, do):
+    """``D = rowsum(do * o)``, the backward's per-row term, in the accumulator dtype."""
+    return (up(do) * up(o)).sum(-1, keepdim=True)
+
+
+def backward(q, k, v, o, lse, do, is_causal, d=None):
+    """Gradients from the saved lse, as the spec's backward: ``P = exp(S - lse)``, ``dS = P (dP - D)``
+    (``D`` is :func:`delta` unless given)."""
     scale = 1 / math.sqrt(q.shape[-1])
-    qf, kf, vf, of, dof = (up(t) for t in (q, k, v, o, do))
+    qf, kf, vf, dof = (up(t) for t in (q, k, v, do))
+    d = delta(o, do) if d is None else d
     p = torch.exp(scores(qf, kf, is_causal) - lse.unsqueeze(-1))
     dv = torch.matmul(p.transpose(-2, -1), dof)
-    ds = p * (torch.matmul(dof, vf.transpose(-2, -1)) - (dof * of).sum(-1, keepdim=True))
+    ds = p * (torch.matmul(dof, vf.transpose(-2, -1)) - d)
     dq = torch.matmul(ds, kf) * scale
     dk = torch.matmul(ds.transpose(-2, -1), qf) * scale
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
