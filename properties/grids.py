@@ -319,7 +319,15 @@ def feature_gpu_cases() -> list[Case]:
                     # (flash.backward_triton.loop_shape), bottom-right and with a lower bound alone.
                     Case(1024, 1536, 128, (2, 2), "bfloat16", True, seed=12, window=(700, 0),
                          causal_alignment="bottom_right"),
-                    Case(1024, 1024, 128, (2,), "float16", False, seed=13, window=(300, -1))]
+                    Case(1024, 1024, 128, (2,), "float16", False, seed=13, window=(300, -1)),
+                    # As on the CPU: a window side as wide as the keys with more queries than
+                    # keys (top-left, rows 201-399 lose their first keys and rows 400 on see
+                    # none; bottom-right, rows 0-624 see none), and a large cap the scores pass.
+                    Case(1025, 200, 64, (2,), "float16", False, seed=16, window=(200, 2)),
+                    Case(1025, 200, 128, (2,), "bfloat16", False, "strided", seed=17, window=(2, 200),
+                         causal_alignment="bottom_right"),
+                    Case(1023, 1025, 64, (2,), "bfloat16", False, seed=18, softcap=1e4, softmax_scale=5e3),
+                    Case(1023, 1025, 128, (2,), "float32", True, seed=18, softcap=1e4, softmax_scale=5e3)]
 
 
 def decode_cpu_cases() -> list[Case]:

@@ -121,6 +121,15 @@ def varlen_gpu_cases() -> list[VarlenCase]:
     cases.append(VarlenCase((1024, 512, 1000), (1536, 512, 1003), 2, 128, "bfloat16", True, seed=5,
                             window=(700, 0), causal_alignment="bottom_right"))
     cases.append(VarlenCase((1024, 777), (1024, 800), 2, 128, "float16", False, seed=6, window=(300, -1)))
+    # As on the CPU: a window side as wide as the longest key sequence, with a sequence of more
+    # queries than keys (top-left: rows 701-899 of (1000, 200) lose their first keys, rows 900 on
+    # see none; bottom-right: rows 0-99 of (1000, 200) see none), and a large cap the scores pass.
+    cases.append(VarlenCase((1000, 3, 300), (200, 700, 300), 2, 64, "float16", False, seed=16,
+                            window=(700, 2)))
+    cases.append(VarlenCase((3, 1000), (700, 200), 2, 128, "bfloat16", False, "strided", seed=17,
+                            window=(2, 700), causal_alignment="bottom_right"))
+    cases.append(VarlenCase((513, 7), (513, 1025), 2, 64, "bfloat16", True, seed=18, softcap=1e4,
+                            softmax_scale=5e3))
     return cases
 
 
