@@ -116,7 +116,10 @@ ints at least the longest sequence; ``o`` like q, in q's dtype, differentiable i
 ``lse [total_q, h_q]`` float32. Sequence ``b``'s queries (rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``)
 see only its keys, with causal alignment and windows per sequence; a sequence may have no queries (it
 produces nothing, its keys get zero gradients), but one with queries and no keys is a
-``ValueError``. ``BATCH_INVARIANT = True`` then also promises that a sequence computed alone
+``ValueError``. A batch with no queries at all (``total_q == 0``) a module may refuse with a
+``ValueError`` (flash does, as it refuses a dense ``n_q = 0``); one that takes it returns ``o``
+``[0, h_q, d]`` (lse ``[0, h_q]``) that autograd records from q, k and v, whose gradients through
+it are zero (``check_varlen_no_queries``). ``BATCH_INVARIANT = True`` then also promises that a sequence computed alone
 through ``attention`` is bit-for-bit its rows of the packed call (``check_varlen_matches_separate``).
 """
 

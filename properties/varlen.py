@@ -438,6 +438,46 @@ def check_varlen_inference_mode(kernel: ModuleType, case: VarlenCase, device=Non
                                  ctx)
 
 
+@gated
+def check_varlen_no_queries(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """A packed batch in which no sequence has queries (``total_q == 0``; the case's keys, heads,
+    layout and features kept, ``max_seqlen_q = 0``): the module refuses it with a ``ValueError``
+    (as flash does), or returns ``o [0, h_q, d]`` in q's dtype and on q's device (and lse
+    ``[0, h_q]`` float32) that autograd records from q, k and v when they require grad, with zero
+    gradients for k and v (autograd's ``None`` counts as zero), as the contract says of a sequence
+    without queries. Any other exception fails.
+
+    Catches an empty batch answered with fresh tensors outside autograd: right shapes, and then a
+    training step whose loss is that ``o`` (``o.sum().backward()``) raises, though its inputs
+    require grad (the fifth held-out round, ``docs/mutation.md``)."""
+    fn = require_varlen(kernel)
+    ctx = _common.context("check_varlen_no_queries", kernel, case) + " (every sequence's queries dropped)"
+    x = case.make_qkv(device or default_device())
+    x = x._replace(q=x.q[:0], cu_seqlens_q=torch.zeros_like(x.cu_seqlens_q), max_seqlen_q=0)
+    leaves = [t.detach().requires_grad_() for t in x[:3]]
+    with _common.crash_is_failure(ctx, "a packed call with no queries"):
+        try:
+            o = fn(*leaves, *x[3:], case.is_causal, **case.features())
+        except ValueError:
+            return  # a refusal, as the contract allows
+    with_lse = getattr(kernel, "attention_varlen_with_lse", None)
+    lse = None
+    if with_lse is not None:
+        with torch.no_grad(), _common.crash_is_failure(ctx, "attention_varlen_with_lse with no queries"):
+            lse = with_lse(*x, case.is_causal, **case.features())[1]
+    _check_shapes(o, lse, x.q, ctx)
+    if o.grad_fn is None:
+        raise AssertionError(f"output o: {ctx}: not recorded by autograd (no grad_fn) though q, k and v "
+                             f"require grad, so a loss made of it alone cannot be differentiated "
+                             f"(bound: the contract's o, differentiable in q, k, v)")
+    with _common.crash_is_failure(ctx, "the backward of a packed call with no queries"):
+        grads = torch.autograd.grad(o, leaves, torch.zeros_like(o), allow_unused=True)
+    for name, g, t in zip("qkv", grads, x[:3]):
+        want = torch.zeros_like(t)
+        em.assert_bit_equal(f"d{name} of a batch with no queries", want if g is None else g, want,
+                            context=ctx, axes=("row" if name == "q" else "key", "head", "col"))
+
+
 _INPUT_NAMES = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
 
 
@@ -649,5 +689,6 @@ VARLEN_CHECKS = (
     check_varlen_backward_repeatable,
     check_varlen_inference_mode,
     check_varlen_current_stream,
+    check_varlen_no_queries,
 )
 """Every check of packed variable-length batches, in the order reports list them."""

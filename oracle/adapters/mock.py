@@ -32,7 +32,7 @@ def attention(
 
 
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, features):
-    os, lses = [q.new_zeros((0, *q.shape[1:]))], [q.new_zeros((0, q.shape[1]), dtype=torch.float32)]
+    os, lses = [q[:0]], [q.new_zeros((0, q.shape[1]), dtype=torch.float32)]
     for rows_q, rows_k in sequence_rows(cu_seqlens_q, cu_seqlens_k):
         o, lse = _mock(q[rows_q].transpose(0, 1), k[rows_k].transpose(0, 1), v[rows_k].transpose(0, 1),
                        is_causal, **features)

@@ -215,7 +215,7 @@ def attention_varlen(
     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, is_causal: bool = False,
     **features,
 ) -> torch.Tensor:
-    outs = [q.new_zeros((0, *q.shape[1:]))]
+    outs = [q[:0]]
     for rows_q, rows_k in sequence_rows(cu_seqlens_q, cu_seqlens_k):
         heads_first = (t.transpose(0, 1) for t in (q[rows_q], k[rows_k], v[rows_k]))
         outs.append(attention(*heads_first, is_causal, **features).transpose(0, 1))

@@ -27,7 +27,7 @@ def heads_first(t):
 
 def pack(q, outs, lses):
     """Per-sequence ``[heads, n, d]`` outputs and ``[heads, n]`` lse back to packed rows."""
-    o = torch.cat([q.new_zeros((0, *q.shape[1:]))] + [x.transpose(0, 1) for x in outs])
+    o = torch.cat([q[:0]] + [x.transpose(0, 1) for x in outs])
     lse = torch.cat([q.new_zeros((0, q.shape[1]), dtype=torch.float32)] + [x.transpose(0, 1) for x in lses])
     return o, lse
 
