@@ -31,7 +31,12 @@ from properties.oracle_agreement import (
     check_output_matches_oracle,
     default_device,
 )
-from properties.side_effects import check_inputs_unchanged, check_inputs_updated_in_place, check_shared_inputs
+from properties.side_effects import (
+    check_default_dtype_ignored,
+    check_inputs_unchanged,
+    check_inputs_updated_in_place,
+    check_shared_inputs,
+)
 from properties.softmax import check_lse_normalizes_rows, check_rows_normalized
 from properties.stability import (
     check_convex_hull,
@@ -76,6 +81,7 @@ INVARIANT_CHECKS = (
     check_inputs_unchanged,
     check_inputs_updated_in_place,
     check_shared_inputs,
+    check_default_dtype_ignored,
     check_inference_mode,
     check_current_stream,
 )

@@ -58,7 +58,10 @@ A module without ``FEATURES`` takes none of them, and is only ever called as
   determinism (deterministic algorithms and their ``warn_only``), SDPA's backend switches, and on
   CUDA the current device and stream are as they were after the forward and after the backward,
   whatever they were before: a call that saves a setting restores the caller's value, not torch's
-  default (``check_inputs_unchanged``, on dense calls; ``check_varlen_inputs_unchanged``). And
+  default (``check_inputs_unchanged``, on dense calls; ``check_varlen_inputs_unchanged``). Nor does
+  what it returns depend on torch's default dtype: under ``torch.set_default_dtype(torch.float64)``
+  or ``(torch.bfloat16)`` a call returns the bits, dtypes and shapes it returns under float32
+  (``check_default_dtype_ignored``; ``check_varlen_default_dtype_ignored``). And
   it reads them as they are when it is made: nothing kept from an earlier call (keyed by where the
   inputs live) stands in for inputs since overwritten in place, as a KV cache is between decoding
   steps (``check_inputs_updated_in_place``; for packed calls, ``cu_seqlens`` too:
@@ -119,8 +122,9 @@ produces nothing, its keys get zero gradients), but one with queries and no keys
 ``ValueError``. A batch with no queries at all (``total_q == 0``) a module may refuse with a
 ``ValueError`` (flash does, as it refuses a dense ``n_q = 0``); one that takes it returns ``o``
 ``[0, h_q, d]`` (lse ``[0, h_q]``) that autograd records from q, k and v, whose gradients through
-it are zero (``check_varlen_no_queries``). ``BATCH_INVARIANT = True`` then also promises that a sequence computed alone
-through ``attention`` is bit-for-bit its rows of the packed call (``check_varlen_matches_separate``).
+it are zero (``check_varlen_no_queries``). ``BATCH_INVARIANT = True`` then also promises that a
+sequence computed alone through ``attention`` is bit-for-bit its rows of the packed call
+(``check_varlen_matches_separate``).
 """
 
 from __future__ import annotations

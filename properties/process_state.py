@@ -117,6 +117,23 @@ def settings_off_default():
         torch.set_num_threads(threads)
 
 
+DEFAULT_DTYPES = (torch.float64, torch.bfloat16)
+"""Default dtypes callers set (``torch.set_default_dtype``): float64 in scientific code, bfloat16
+where a model is built in it. A call's results are the same under either as under float32
+(``check_default_dtype_ignored``, ``check_varlen_default_dtype_ignored``)."""
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype):
+    """Within: torch's default dtype is ``dtype``; the caller's is restored on exit."""
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(was)
+
+
 def _frozen(state: object) -> object:
     """A generator state of dicts, lists and arrays as nested tuples, comparable with ``==``."""
     if isinstance(state, dict):

@@ -19,8 +19,15 @@ import torch
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
+from properties.features import _assert_same_bits
 from properties.kernels import default_device, gated
-from properties.process_state import assert_settings_unchanged, process_settings, settings_off_default
+from properties.process_state import (
+    DEFAULT_DTYPES,
+    assert_settings_unchanged,
+    default_dtype,
+    process_settings,
+    settings_off_default,
+)
 
 
 class Snapshot:
@@ -106,6 +113,51 @@ def check_inputs_unchanged(kernel: ModuleType, case: Case, device=None) -> None:
         torch.autograd.grad(kernel.attention(*leaves, case.is_causal, **f), leaves, do)
 
     snapshot.assert_unchanged_off_default(calls, "the forward and the backward", ctx)
+
+
+@gated
+def check_default_dtype_ignored(kernel: ModuleType, case: Case, device=None) -> None:
+    """What a call returns does not depend on torch's default dtype: under
+    ``torch.set_default_dtype`` of each of :data:`~properties.process_state.DEFAULT_DTYPES`
+    (float64, bfloat16), the forward (``o``, the lse) and the backward (``dq, dk, dv``) give the
+    bits, dtypes and shapes they give under float32 (the contract: ``o`` in q's dtype, the lse
+    float32, whatever else the process has set).
+
+    Catches a buffer allocated without a dtype (``torch.full(shape, -inf)`` for the lse: float64,
+    or bfloat16 and rounded), or a constant made with ``torch.tensor(...)`` (a softmax scale
+    rounded to bfloat16)."""
+    ctx = _common.context("check_default_dtype_ignored", kernel, case)
+    q, k, v = case.make_qkv(device or default_device())
+    do = case.make_grad_out(q.device)
+    f = case.features()
+
+    def run(dtype: torch.dtype) -> dict:
+        with default_dtype(dtype), _common.crash_is_failure(ctx, f"a call under the default dtype {dtype}"):
+            return _common.results(kernel, q, k, v, do, case.is_causal, f)
+
+    want = run(torch.float32)
+    for dtype in DEFAULT_DTYPES:
+        _assert_same_bits(f"results under the default dtype {dtype} vs under torch.float32", run(dtype),
+                          want, ctx, again=lambda: run(torch.float32), compare=dtypes_first(ctx))
+
+
+DTYPE_BOUND = "the contract's dtypes and shapes, whatever the default dtype"
+"""The bound a dtype or shape failure of the default-dtype checks names (it has no worst element)."""
+
+
+def dtypes_first(context: str, compare=None):
+    """A ``compare`` for :func:`~properties.features._assert_same_bits` that fails first on a result
+    whose dtype or shape differs (naming both), then compares the bits with ``compare`` (default:
+    element by (row, col))."""
+    def checked(label, key, got, want):
+        if got.dtype != want.dtype or got.shape != want.shape:
+            raise AssertionError(f"{label}: {context}: {key} is {got.dtype} {tuple(got.shape)}, under "
+                                 f"float32 {want.dtype} {tuple(want.shape)} (bound: {DTYPE_BOUND})")
+        if compare is not None:
+            return compare(label, key, got, want)
+        axes = ("row",) if key == "lse" else ("row", "col")
+        em.assert_bit_equal(label, got, want, context=context, axes=axes)
+    return checked
 
 
 def overwrite_in_place(tensors, values) -> None:

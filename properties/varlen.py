@@ -30,7 +30,8 @@ from properties.features import _assert_same_bits
 from properties.gradients import FROZEN
 from properties.inference import FRESH_LENGTHS
 from properties.kernels import default_device, gated, require_case, require_varlen
-from properties.side_effects import Snapshot, overwrite_in_place
+from properties.process_state import DEFAULT_DTYPES, default_dtype
+from properties.side_effects import Snapshot, dtypes_first, overwrite_in_place
 from properties.streams import cuda_device, inconclusive, on_side_stream
 from properties.varlen_case import VarlenCase, VarlenInputs
 
@@ -478,6 +479,28 @@ def check_varlen_no_queries(kernel: ModuleType, case: VarlenCase, device=None) -
                             context=ctx, axes=("row" if name == "q" else "key", "head", "col"))
 
 
+@gated
+def check_varlen_default_dtype_ignored(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """:func:`properties.side_effects.check_default_dtype_ignored` for packed batches: under each
+    default dtype of :data:`~properties.process_state.DEFAULT_DTYPES`, the packed forward (``o``,
+    the lse) and its backward give the bits, dtypes and shapes they give under float32. Catches a
+    packed lse buffer allocated without a dtype, as the dense check does for the dense one."""
+    require_varlen(kernel)
+    ctx = _common.context("check_varlen_default_dtype_ignored", kernel, case)
+    x = case.make_qkv(device or default_device())
+    do = case.make_grad_out(x.q.device)
+
+    def run(dtype: torch.dtype) -> dict:
+        with default_dtype(dtype), _common.crash_is_failure(ctx, f"a packed call, default dtype {dtype}"):
+            return _run(kernel, x, do, case)
+
+    want = run(torch.float32)
+    for dtype in DEFAULT_DTYPES:
+        _assert_same_bits(f"packed results under the default dtype {dtype} vs under torch.float32",
+                          run(dtype), want, ctx, again=lambda: run(torch.float32),
+                          compare=dtypes_first(ctx, _padded_compare(x, ctx)))
+
+
 _INPUT_NAMES = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
 
 
@@ -587,6 +610,17 @@ _SIDE = {"o": ("q", ROWS), "lse": ("q", LSE_ROWS), "dq": ("q", ROWS), "dk": ("k"
 """Per result: whether its rows are queries or keys, and the axes of its padded form."""
 
 
+def _padded_compare(x: VarlenInputs, ctx: str):
+    """A ``compare`` for :func:`~properties.features._assert_same_bits` that pads packed results by
+    sequence (:data:`_SIDE`), so a difference is named by sequence, head, row and column."""
+    cu = {"q": x.cu_seqlens_q, "k": x.cu_seqlens_k}
+
+    def compare(label, key, got, want):
+        side, axes = _SIDE[key]
+        em.assert_bit_equal(label, _pad(got, cu[side]), _pad(want, cu[side]), context=ctx, axes=axes)
+    return compare
+
+
 @gated
 def check_varlen_window_extremes_exact(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """:func:`properties.features.check_window_extremes_exact` for packed batches: ``window=(-1,
@@ -601,19 +635,14 @@ def check_varlen_window_extremes_exact(kernel: ModuleType, case: VarlenCase, dev
     ctx = _common.context("check_varlen_window_extremes_exact", kernel, case)
     x = plain.make_qkv(device)
     do = plain.make_grad_out(x.q.device)
-    cu = {"q": x.cu_seqlens_q, "k": x.cu_seqlens_k}
-
-    def padded(label, key, got, want):
-        side, axes = _SIDE[key]
-        em.assert_bit_equal(label, _pad(got, cu[side]), _pad(want, cu[side]), context=ctx, axes=axes)
-
     for name, spelled, meant in (
         ("window=(-1, -1) = no window", plain.replace(window=(-1, -1)), plain),
         ("window=(-1, 0) = is_causal", plain.replace(is_causal=False, window=(-1, 0)),
          plain.replace(is_causal=True)),
     ):
         _assert_same_bits(name, _run(kernel, x, do, spelled), _run(kernel, x, do, meant), ctx,
-                          again=lambda meant=meant: _run(kernel, x, do, meant), compare=padded)
+                          again=lambda meant=meant: _run(kernel, x, do, meant),
+                          compare=_padded_compare(x, ctx))
 
 
 @gated
@@ -690,5 +719,6 @@ VARLEN_CHECKS = (
     check_varlen_inference_mode,
     check_varlen_current_stream,
     check_varlen_no_queries,
+    check_varlen_default_dtype_ignored,
 )
 """Every check of packed variable-length batches, in the order reports list them."""

@@ -159,14 +159,24 @@ def varlen_decode_cpu_cases() -> list[VarlenCase]:
         # of one row (the cases above) never tells from row 0.
         VarlenCase((2, 4, 1), (33, 1100, 40), 2, 16, "float32", True, seed=5,
                    causal_alignment="bottom_right"),
+        # Decoding steps with sequences that have no query (a finished request, a kept cache slot)
+        # before others: a kernel that takes row r for sequence r when max_seqlen_q == 1 reads
+        # another sequence's keys (tests/broken/varlen_decode_rows_as_sequences.py).
+        VarlenCase((0, 1, 1, 0, 1), (5, 40, 1, 3, 70), 2, 16, "float32", True, seed=7,
+                   causal_alignment="bottom_right"),
+        VarlenCase((0, 1, 0, 1), (33, 7, 1, 100), 4, 16, "float16", False, "strided", seed=8, kv_heads=2),
     ]
 
 
 def varlen_decode_gpu_cases() -> list[VarlenCase]:
     """Packed decoding for a compiled kernel: both 16-bit dtypes, eight one-row sequences over caches
     of 1 to 32768 keys, two of 16 and 4 rows, GQA 4:1, bottom-right; and, as on the CPU, batches of
-    equal query lengths (1, 64) over caches of different lengths."""
+    equal query lengths (1, 64) over caches of different lengths, and one-row sequences after
+    sequences without queries."""
     return [
+        VarlenCase((0, 1, 1, 0, 1, 1), (4096, 1000, 1, 77, 8192, 300), 8, 128, "bfloat16", True, seed=8,
+                   kv_heads=2, causal_alignment="bottom_right"),
+    ] + [
         VarlenCase((1,) * 8 + (16, 4), (32768, 100, 4096, 1, 9000, 513, 1024, 2049, 8192, 300), 8,
                    128, dtype, True, seed=4, kv_heads=2, causal_alignment="bottom_right")
         for dtype in ("bfloat16", "float16")

@@ -62,7 +62,7 @@ def _packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_
     total = q.shape[0]
     o_packed = q.new_zeros((total + 1, *q.shape[1:]), dtype=torch.float32)
     o_packed = o_packed.index_put((rows_q,), o.transpose(1, 2))  # padding rows land in the spare row
-    lse_packed = torch.full((total + 1, q.shape[1]), -math.inf, device=q.device)
+    lse_packed = torch.full((total + 1, q.shape[1]), -math.inf, dtype=torch.float32, device=q.device)
     lse_packed = lse_packed.index_put((rows_q,), lse.transpose(1, 2))
     return o_packed[:total].to(q.dtype), lse_packed[:total]
 
