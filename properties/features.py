@@ -50,14 +50,21 @@ def _run(kernel: ModuleType, case: Case, q, k, v, do, **features) -> dict[str, t
     return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
 
 
+def bits_by_row_col(ctx: str):
+    """The default ``compare`` of :func:`_assert_same_bits`: bit equality, a dense element named by
+    (row, col), an lse element by row."""
+    def compare(label: str, key: str, got: torch.Tensor, want: torch.Tensor) -> None:
+        em.assert_bit_equal(label, got, want, context=ctx, axes=("row",) if key == "lse" else ("row", "col"))
+    return compare
+
+
 def _assert_same_bits(name: str, got: dict, want: dict, ctx: str, again=None, compare=None) -> None:
     """Bit-for-bit ``got == want``. On a difference, ``again()`` (the call that made ``want``, made
     once more) tells a mask that differs from a kernel that is not deterministic (the contract
     requires both; the message says which it is). ``compare(label, key, got, want)`` raises where
     one result differs; the default names a dense element by (row, col), packed checks pass one
     that names it by sequence (:mod:`properties.varlen`)."""
-    compare = compare or (lambda label, key, a, b: em.assert_bit_equal(
-        label, a, b, context=ctx, axes=("row",) if key == "lse" else ("row", "col")))
+    compare = compare or bits_by_row_col(ctx)
     try:
         for key, value in want.items():
             if value is not None:

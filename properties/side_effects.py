@@ -12,6 +12,7 @@ turns TF32 on, or draws from the caller's generator, changes what the caller com
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
@@ -19,7 +20,7 @@ import torch
 from properties import _common
 from properties import error_model as em
 from properties.case import Case
-from properties.features import _assert_same_bits
+from properties.features import _assert_same_bits, bits_by_row_col
 from properties.kernels import default_device, gated
 from properties.process_state import (
     DEFAULT_DTYPES,
@@ -135,29 +136,30 @@ def check_default_dtype_ignored(kernel: ModuleType, case: Case, device=None) -> 
         with default_dtype(dtype), _common.crash_is_failure(ctx, f"a call under the default dtype {dtype}"):
             return _common.results(kernel, q, k, v, do, case.is_causal, f)
 
-    want = run(torch.float32)
-    for dtype in DEFAULT_DTYPES:
-        _assert_same_bits(f"results under the default dtype {dtype} vs under torch.float32", run(dtype),
-                          want, ctx, again=lambda: run(torch.float32), compare=dtypes_first(ctx))
+    assert_same_under_default_dtypes(run, "results", ctx, bits_by_row_col(ctx))
 
 
 DTYPE_BOUND = "the contract's dtypes and shapes, whatever the default dtype"
 """The bound a dtype or shape failure of the default-dtype checks names (it has no worst element)."""
 
 
-def dtypes_first(context: str, compare=None):
-    """A ``compare`` for :func:`~properties.features._assert_same_bits` that fails first on a result
-    whose dtype or shape differs (naming both), then compares the bits with ``compare`` (default:
-    element by (row, col))."""
-    def checked(label, key, got, want):
+def assert_same_under_default_dtypes(run: Callable[[torch.dtype], dict], what: str, ctx: str,
+                                     compare: Callable) -> None:
+    """``run(dtype)`` (the calls made under that default dtype) returns, under each of
+    :data:`~properties.process_state.DEFAULT_DTYPES`, what it returns under float32: a result of
+    another dtype or shape fails first, naming both (bound :data:`DTYPE_BOUND`), then
+    ``compare(label, key, got, want)`` compares the bits (dense checks name the element by
+    (row, col), packed ones by sequence)."""
+    def checked(label: str, key: str, got: torch.Tensor, want: torch.Tensor) -> None:
         if got.dtype != want.dtype or got.shape != want.shape:
-            raise AssertionError(f"{label}: {context}: {key} is {got.dtype} {tuple(got.shape)}, under "
+            raise AssertionError(f"{label}: {ctx}: {key} is {got.dtype} {tuple(got.shape)}, under "
                                  f"float32 {want.dtype} {tuple(want.shape)} (bound: {DTYPE_BOUND})")
-        if compare is not None:
-            return compare(label, key, got, want)
-        axes = ("row",) if key == "lse" else ("row", "col")
-        em.assert_bit_equal(label, got, want, context=context, axes=axes)
-    return checked
+        compare(label, key, got, want)
+
+    want = run(torch.float32)
+    for dtype in DEFAULT_DTYPES:
+        _assert_same_bits(f"{what} under the default dtype {dtype} vs under torch.float32", run(dtype),
+                          want, ctx, again=lambda: run(torch.float32), compare=checked)
 
 
 def overwrite_in_place(tensors, values) -> None:

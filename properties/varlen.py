@@ -30,8 +30,8 @@ from properties.features import _assert_same_bits
 from properties.gradients import FROZEN
 from properties.inference import FRESH_LENGTHS
 from properties.kernels import default_device, gated, require_case, require_varlen
-from properties.process_state import DEFAULT_DTYPES, default_dtype
-from properties.side_effects import Snapshot, dtypes_first, overwrite_in_place
+from properties.process_state import default_dtype
+from properties.side_effects import Snapshot, assert_same_under_default_dtypes, overwrite_in_place
 from properties.streams import cuda_device, inconclusive, on_side_stream
 from properties.varlen_case import VarlenCase, VarlenInputs
 
@@ -439,6 +439,11 @@ def check_varlen_inference_mode(kernel: ModuleType, case: VarlenCase, device=Non
                                  ctx)
 
 
+NO_QUERIES = "(every sequence's queries dropped)"
+"""What :func:`check_varlen_no_queries` adds to its case: its failures have no sequence with rows to
+name."""
+
+
 @gated
 def check_varlen_no_queries(kernel: ModuleType, case: VarlenCase, device=None) -> None:
     """A packed batch in which no sequence has queries (``total_q == 0``; the case's keys, heads,
@@ -452,7 +457,7 @@ def check_varlen_no_queries(kernel: ModuleType, case: VarlenCase, device=None) -
     training step whose loss is that ``o`` (``o.sum().backward()``) raises, though its inputs
     require grad (the fifth held-out round, ``docs/mutation.md``)."""
     fn = require_varlen(kernel)
-    ctx = _common.context("check_varlen_no_queries", kernel, case) + " (every sequence's queries dropped)"
+    ctx = f"{_common.context('check_varlen_no_queries', kernel, case)} {NO_QUERIES}"
     x = case.make_qkv(device or default_device())
     x = x._replace(q=x.q[:0], cu_seqlens_q=torch.zeros_like(x.cu_seqlens_q), max_seqlen_q=0)
     leaves = [t.detach().requires_grad_() for t in x[:3]]
@@ -494,11 +499,7 @@ def check_varlen_default_dtype_ignored(kernel: ModuleType, case: VarlenCase, dev
         with default_dtype(dtype), _common.crash_is_failure(ctx, f"a packed call, default dtype {dtype}"):
             return _run(kernel, x, do, case)
 
-    want = run(torch.float32)
-    for dtype in DEFAULT_DTYPES:
-        _assert_same_bits(f"packed results under the default dtype {dtype} vs under torch.float32",
-                          run(dtype), want, ctx, again=lambda: run(torch.float32),
-                          compare=dtypes_first(ctx, _padded_compare(x, ctx)))
+    assert_same_under_default_dtypes(run, "packed results", ctx, _padded_compare(x, ctx))
 
 
 _INPUT_NAMES = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")

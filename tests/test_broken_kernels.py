@@ -19,7 +19,12 @@ from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotAp
 from properties.grids import feature_cpu_cases, property_cpu_cases, property_gpu_cases
 from properties.oracle_agreement import check_output_matches_oracle
 from properties.side_effects import DTYPE_BOUND, check_inputs_unchanged, check_inputs_updated_in_place
-from properties.varlen import VARLEN_CHECKS, check_varlen_inputs_unchanged, check_varlen_matches_oracle
+from properties.varlen import (
+    NO_QUERIES,
+    VARLEN_CHECKS,
+    check_varlen_inputs_unchanged,
+    check_varlen_matches_oracle,
+)
 from properties.varlen_case import VarlenCase
 from properties.varlen_grids import varlen_cpu_cases, varlen_decode_cpu_cases
 
@@ -474,8 +479,8 @@ def _assert_full_varlen_message(check_name: str, module: str, message: str) -> N
     if setting:
         _assert_names_a_setting(message)
     if " raised " not in message:
-        # A batch with no queries has no sequence with rows to name (check_varlen_no_queries).
-        no_rows = setting or check_name == "check_varlen_no_queries" or DTYPE_BOUND in message
+        # A batch with no queries has no sequence with rows to name, a dtype failure no element.
+        no_rows = setting or NO_QUERIES in message or DTYPE_BOUND in message
         fragments += ["bound"] if no_rows else ["bound", "sequence "]
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} missing from: {message}"

@@ -12,6 +12,9 @@ packed module did this (docs/mutation.md). Smallest input that shows it: ``seqle
 from tests.broken import _varlen_features as base
 from tests.broken._varlen import heads_first, pack
 
+__all__ = ["FEATURES", "SUPPORTED_DTYPES", "attention", "attention_with_lse", "attention_varlen",
+           "attention_varlen_with_lse"]
+
 FEATURES = base.FEATURES
 SUPPORTED_DTYPES = base.SUPPORTED_DTYPES
 attention = base.attention
@@ -38,7 +41,3 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                      **features):
     return attention_varlen_with_lse(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                      is_causal, **features)[0]
-
-
-__all__ = ["FEATURES", "SUPPORTED_DTYPES", "attention", "attention_with_lse", "attention_varlen",
-           "attention_varlen_with_lse"]
