@@ -160,6 +160,9 @@ def property_gpu_cases() -> list[Case]:
     # launched on (row tiles, batch x heads), as Triton's fused-attention tutorial is, cannot go
     # (tests/broken/slices_on_grid_y.py); the last slice is where a wrapped index shows.
     cases.append(Case(17, 33, 16, (4, 16500), "bfloat16", True, seed=8))
+    # As on the CPU: columns sliced out of a wider tensor, a head dim that is no multiple of 16: a
+    # kernel that pads rows in place writes into the caller's gap (tests/broken/pads_into_row_gap.py).
+    cases.append(Case(129, 97, 72, (2, 2), "float16", False, "column_slice", seed=10))
     return cases
 
 
@@ -327,7 +330,9 @@ def feature_gpu_cases() -> list[Case]:
                     Case(1025, 200, 128, (2,), "bfloat16", False, "strided", seed=17, window=(2, 200),
                          causal_alignment="bottom_right"),
                     Case(1023, 1025, 64, (2,), "bfloat16", False, seed=18, softcap=1e4, softmax_scale=5e3),
-                    Case(1023, 1025, 128, (2,), "float32", True, seed=18, softcap=1e4, softmax_scale=5e3)]
+                    Case(1023, 1025, 128, (2,), "float32", True, seed=18, softcap=1e4, softmax_scale=5e3),
+                    # As on the CPU: softcap=0 is off, as None is (tests/broken/softcap_zero_capped.py).
+                    Case(1025, 1023, 64, (2, 2), "bfloat16", True, seed=19, softcap=0.0)]
 
 
 def decode_cpu_cases() -> list[Case]:

@@ -130,6 +130,12 @@ def varlen_gpu_cases() -> list[VarlenCase]:
                             window=(2, 700), causal_alignment="bottom_right"))
     cases.append(VarlenCase((513, 7), (513, 1025), 2, 64, "bfloat16", True, seed=18, softcap=1e4,
                             softmax_scale=5e3))
+    # As on the CPU: softcap=0 is off (tests/broken/varlen_softcap_zero_capped.py); one sequence,
+    # causal bottom-right with more keys than queries, where a module may take the dense path and
+    # drop the alignment (tests/broken/varlen_single_sequence_alignment_dropped.py).
+    cases.append(VarlenCase((777, 1, 300), (1000, 513, 300), 2, 64, "float16", True, seed=19, softcap=0.0))
+    cases.append(VarlenCase((1000,), (1537,), 4, 128, "bfloat16", True, seed=20,
+                            causal_alignment="bottom_right"))
     return cases
 
 
@@ -174,9 +180,6 @@ def varlen_decode_gpu_cases() -> list[VarlenCase]:
     equal query lengths (1, 64) over caches of different lengths, and one-row sequences after
     sequences without queries."""
     return [
-        VarlenCase((0, 1, 1, 0, 1, 1), (4096, 1000, 1, 77, 8192, 300), 8, 128, "bfloat16", True, seed=8,
-                   kv_heads=2, causal_alignment="bottom_right"),
-    ] + [
         VarlenCase((1,) * 8 + (16, 4), (32768, 100, 4096, 1, 9000, 513, 1024, 2049, 8192, 300), 8,
                    128, dtype, True, seed=4, kv_heads=2, causal_alignment="bottom_right")
         for dtype in ("bfloat16", "float16")
@@ -187,5 +190,12 @@ def varlen_decode_gpu_cases() -> list[VarlenCase]:
         VarlenCase((1,) * 8, (16384, 1, 2049, 300, 4096, 65, 1000, 8191), 8, 128, "bfloat16", False,
                    seed=6),
         VarlenCase((64,) * 4, (64, 1000, 513, 4096), 4, 128, "float16", True, "heads_first", seed=7,
+                   kv_heads=2, causal_alignment="bottom_right"),
+        # One row per sequence, causal top-left: each row sees its sequence's first key alone
+        # (tests/broken/varlen_single_query_causal_dropped.py).
+        VarlenCase((1,) * 6, (4096, 1, 300, 8192, 65, 1000), 8, 128, "bfloat16", True, seed=9, kv_heads=2),
+        # One-row sequences after sequences without queries
+        # (tests/broken/varlen_decode_rows_as_sequences.py).
+        VarlenCase((0, 1, 1, 0, 1, 1), (4096, 1000, 1, 77, 8192, 300), 8, 128, "bfloat16", True, seed=8,
                    kv_heads=2, causal_alignment="bottom_right"),
     ]

@@ -16,7 +16,13 @@ import math
 import pytest
 
 from properties import ALL_CHECKS, FEATURE_CHECKS, INVARIANT_CHECKS, Case, NotApplicable, load_kernel
-from properties.grids import feature_cpu_cases, property_cpu_cases, property_gpu_cases
+from properties.grids import (
+    decode_gpu_cases,
+    feature_cpu_cases,
+    feature_gpu_cases,
+    property_cpu_cases,
+    property_gpu_cases,
+)
 from properties.oracle_agreement import check_output_matches_oracle
 from properties.side_effects import DTYPE_BOUND, check_inputs_unchanged, check_inputs_updated_in_place
 from properties.varlen import (
@@ -26,7 +32,12 @@ from properties.varlen import (
     check_varlen_matches_oracle,
 )
 from properties.varlen_case import VarlenCase
-from properties.varlen_grids import varlen_cpu_cases, varlen_decode_cpu_cases
+from properties.varlen_grids import (
+    varlen_cpu_cases,
+    varlen_decode_cpu_cases,
+    varlen_decode_gpu_cases,
+    varlen_gpu_cases,
+)
 
 CASE = Case(33, 40, 16, (2,), "float32", False)
 """Non-causal (the causal checks make every case causal themselves), float32 (float16 output
@@ -569,6 +580,39 @@ def test_the_grids_have_cases_that_show_held_out_bugs(module):
             caught.append(str(exc))
     assert caught, f"{check.__name__} on {grid.__name__}'s cases did not catch tests.broken.{module}"
     assert f"kernel tests.broken.{module}" in caught[0] and "bound" in caught[0], caught[0]
+
+
+GPU_GRIDS = {
+    # The GPU grids that `pytest -m gpu` runs the same checks over, for each CPU grid of GRID_BROKEN:
+    # a module that runs only on CUDA is gated by these alone.
+    property_cpu_cases: (property_gpu_cases,),
+    feature_cpu_cases: (feature_gpu_cases, decode_gpu_cases),
+    varlen_cpu_cases: (varlen_gpu_cases,),
+    varlen_decode_cpu_cases: (varlen_decode_gpu_cases,),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("module", list(GRID_BROKEN))
+def test_the_gpu_grids_have_cases_that_show_held_out_bugs(module):
+    """The GPU twin of test_the_grids_have_cases_that_show_held_out_bugs: the GPU grids have cases of
+    the kind, and the check refuses the module (written in PyTorch, it runs on CUDA tensors too) on
+    one of them. The correct kernel's pass on the same cases is the GPU suite's."""
+    check, grid, of_the_kind = GRID_BROKEN[module]
+    cases = [case for gpu_grid in GPU_GRIDS[grid] for case in gpu_grid() if of_the_kind(case)]
+    grids = " + ".join(gpu_grid.__name__ for gpu_grid in GPU_GRIDS[grid])
+    assert cases, f"{grids} has no case of the kind that shows tests.broken.{module}"
+    broken = load_kernel(f"tests.broken.{module}")
+    for case in cases:
+        try:
+            check(broken, case, device="cuda")
+        except NotApplicable:
+            continue
+        except AssertionError as exc:
+            assert f"kernel tests.broken.{module}" in str(exc) and "bound" in str(exc), str(exc)
+            return
+    raise AssertionError(f"{check.__name__} on {grids}'s {len(cases)} cases of the kind did not catch "
+                         f"tests.broken.{module}")
 
 
 def test_an_exactness_failure_says_whether_the_kernel_is_deterministic():

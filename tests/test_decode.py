@@ -100,7 +100,9 @@ per kv head, minutes in the interpreter for every check."""
 SPLIT_GPU = [c for c in _short(property_gpu_cases()) + decode_gpu_cases() if c.dtype == "bfloat16"]
 """bfloat16's (GPU-only in the suite): flash's own decode grid has the other dtypes compiled."""
 SPLIT_PACKED_CPU = varlen_decode_cpu_cases() + varlen_cpu_cases()[3:4] + varlen_feature_cpu_cases()[2:3]
-SPLIT_PACKED_GPU = varlen_decode_gpu_cases()[:1]
+SPLIT_PACKED_GPU = varlen_decode_gpu_cases()[:1] + varlen_decode_gpu_cases()[-1:]
+"""One-row and 16-row sequences over caches up to 32k keys; one-row ones after sequences without
+queries."""
 
 
 @pytest.mark.parametrize("check", CHECKS)
