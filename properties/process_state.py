@@ -13,10 +13,12 @@ new Python process, after comparing the state before and after importing the ker
 A save and restore that restores torch's defaults instead of the caller's values shows only when
 the caller's values are not the defaults, so the side-effect checks make one more round of calls
 under :func:`settings_off_default`, which moves the settings that change nothing a call computes
-(deterministic algorithms' ``warn_only`` while they are off, the thread count). The others are
-never flipped: once both the legacy TF32 switches and the new ``fp32_precision`` API have been set,
-torch refuses to read the matmul precision at all, and the rest change what a call computes or
-which kernels it may use, which the contract does not promise to serve.
+(deterministic algorithms' ``warn_only`` while they are off, the thread count) and two of SDPA's
+backend switches (flash and cuDNN off: a plain SDPA call takes another backend; that round compares
+no result). The others are never flipped: once both the legacy TF32 switches and the new
+``fp32_precision`` API have been set, torch refuses to read the matmul precision at all, and the
+rest change what a call computes or which kernels it may use, which the contract does not promise
+to serve.
 """
 
 from __future__ import annotations
@@ -96,10 +98,18 @@ def process_settings(device: torch.device) -> dict[str, object]:
 
 @contextlib.contextmanager
 def settings_off_default():
-    """Within: deterministic algorithms' ``warn_only`` on (while they are off it changes nothing) and
-    another thread count (1, or 2 where it was 1), restored on exit; yields what it moved, for a
-    message. A call that saves a setting and restores torch's default (``use_deterministic_algorithms(was)``
-    resets ``warn_only``) leaves the process as it found it only from the defaults."""
+    """Within: deterministic algorithms' ``warn_only`` on (while they are off it changes nothing),
+    another thread count (1, or 2 where it was 1), and SDPA's flash and cuDNN backends off (where
+    they were on), restored on exit; yields what it moved, for a message. A call that saves a setting
+    and restores torch's default (``use_deterministic_algorithms(was)`` resets ``warn_only``) leaves
+    the process as it found it only from the defaults; one that restores each SDPA switch from
+    another's saved value (``enable_cudnn_sdp(efficient_was)``) only while the two agree, which
+    they do from the defaults (all on) and here do not (flash and cuDNN off, memory-efficient and
+    math on).
+
+    The SDPA switches choose only which backend a plain ``scaled_dot_product_attention`` may take:
+    the math backend, left on, serves every input, ``torch.nn.attention.sdpa_kernel`` sets its own
+    choice for its scope, and this round compares no result."""
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     deterministic = torch.are_deterministic_algorithms_enabled()
     threads = torch.get_num_threads()
@@ -108,6 +118,10 @@ def settings_off_default():
     if not warn_only:
         moves.insert(0, (f"torch.use_deterministic_algorithms({deterministic}, warn_only=True)",
                          lambda: torch.use_deterministic_algorithms(deterministic, warn_only=True)))
+    sdp = [(name, getattr(torch.backends.cuda, f"{name}_sdp_enabled")())
+           for name in _SDP_MOVED if hasattr(torch.backends.cuda, f"enable_{name}_sdp")]
+    moves += [(f"torch.backends.cuda.enable_{name}_sdp(False)", _switch(name, False))
+              for name, on in sdp if on]
     try:
         for _, move in moves:
             move()
@@ -115,6 +129,18 @@ def settings_off_default():
     finally:
         torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.set_num_threads(threads)
+        for name, on in sdp:
+            _switch(name, on)()
+
+
+_SDP_MOVED = ("flash", "cudnn")
+"""The SDPA backends :func:`settings_off_default` turns off: two of the four, so that a restore
+crossed between a moved and an unmoved switch changes one."""
+
+
+def _switch(name: str, on: bool):
+    """A call that sets SDPA's ``name`` backend switch to ``on``."""
+    return lambda: getattr(torch.backends.cuda, f"enable_{name}_sdp")(on)
 
 
 DEFAULT_DTYPES = (torch.float64, torch.bfloat16)

@@ -183,6 +183,8 @@ SETTINGS_BROKEN = {
     # in grouped-query calls; it shows only from a caller's state off the defaults (its round of
     # check_inputs_unchanged under properties.process_state.settings_off_default).
     "deterministic_warn_only_reset": "torch.is_deterministic_algorithms_warn_only_enabled()",
+    # SDPA's cuDNN backend turned off for each call and back on after it, whatever the caller had.
+    "sdpa_cudnn_reset": "torch.backends.cuda.cudnn_sdp_enabled()",
 }
 
 GPU_BROKEN = {

@@ -76,5 +76,6 @@ def test_settings_off_default_moves_and_restores():
         inside = process_settings(device)
     assert_settings_unchanged(before, process_settings(device), "settings_off_default", "on exit")
     assert changed_settings(before, inside).keys() == {
-        "torch.get_num_threads()", "torch.is_deterministic_algorithms_warn_only_enabled()"}
-    assert "warn_only=True" in moved and "set_num_threads" in moved
+        "torch.get_num_threads()", "torch.is_deterministic_algorithms_warn_only_enabled()",
+        "torch.backends.cuda.flash_sdp_enabled()", "torch.backends.cuda.cudnn_sdp_enabled()"}
+    assert "warn_only=True" in moved and "set_num_threads" in moved and "enable_cudnn_sdp(False)" in moved
