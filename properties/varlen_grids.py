@@ -193,7 +193,7 @@ def varlen_decode_gpu_cases() -> list[VarlenCase]:
                    kv_heads=2, causal_alignment="bottom_right"),
         # One row per sequence, causal top-left: each row sees its sequence's first key alone
         # (tests/broken/varlen_single_query_causal_dropped.py).
-        VarlenCase((1,) * 6, (4096, 1, 300, 8192, 65, 1000), 8, 128, "bfloat16", True, seed=9, kv_heads=2),
+        VarlenCase((1,) * 6, (4096, 1, 300, 8192, 65, 1000), 8, 128, "bfloat16", True, seed=9),
         # One-row sequences after sequences without queries
         # (tests/broken/varlen_decode_rows_as_sequences.py).
         VarlenCase((0, 1, 1, 0, 1, 1), (4096, 1000, 1, 77, 8192, 300), 8, 128, "bfloat16", True, seed=8,
