@@ -12,7 +12,6 @@ bfloat16 is on the GPU grids only: the Triton interpreter's bfloat16 ``tl.dot`` 
 """
 
 import itertools
-import types
 
 import pytest
 import torch
@@ -142,28 +141,21 @@ GROUPED_SPLIT_PACKED_CPU = [c for c in SPLIT_PACKED_CPU
 def packed_heads(monkeypatch):
     """``flash.decode``'s GPU tile layout in the interpreter (:data:`flash.decode.PACK_HEADS`).
     Launches recorded in the other layout are forgotten first, and this layout's after, so that no
-    call replays across (a recording's signature does not hold the layout)."""
+    call replays across (a recording's signature does not hold the layout).
+
+    In the interpreter ``flash.split_kv`` is called without its ``BATCH_INVARIANT`` promise there:
+    ``tl.dot`` is numpy's float32 matmul, whose bits for a row depend on the row's place in the tile
+    (OpenBLAS; on this project's CI machine of 2026-12-07 a 16 x 16 product's rows rolled by 1
+    differ in 24 of 256 elements), while flash packs heads on a GPU only, where they do not (the GPU
+    grids hold it bit for bit). So a slice alone, and a group against k and v repeated, whose rows
+    sit elsewhere in their tiles, are held to the error model; a row given another head's keys
+    still fails by far."""
     monkeypatch.setattr(decode, "PACK_HEADS", True)
+    if decode.INTERPRET:
+        monkeypatch.setattr(load_kernel("flash.split_kv"), "BATCH_INVARIANT", False)
     replay.forget()
     yield
     replay.forget()
-
-
-def packed_heads_kernel() -> types.ModuleType:
-    """``flash.split_kv`` for the GPU's tile layout in the interpreter, without its
-    ``BATCH_INVARIANT`` promise. There ``tl.dot`` is numpy's float32 matmul, whose bits for a row
-    depend on the row's place in the tile (OpenBLAS; on this project's CI machine of 2026-12-07 a
-    16 x 16 product's rows rolled by 1 differ in 24 of 256 elements); flash packs heads on a GPU
-    only, where they do not (the GPU grids hold it bit for bit). So here a slice alone, and a group
-    against k and v repeated, whose rows sit elsewhere in their tiles, are held to the error model;
-    a row given another head's keys still fails by far."""
-    module = load_kernel("flash.split_kv")
-    if not decode.INTERPRET:
-        return module
-    proxy = types.ModuleType("flash.split_kv")
-    proxy.__dict__.update({name: value for name, value in vars(module).items() if not name.startswith("__")})
-    proxy.BATCH_INVARIANT = False
-    return proxy
 
 
 @pytest.mark.parametrize("check", CHECKS)
@@ -171,13 +163,13 @@ def packed_heads_kernel() -> types.ModuleType:
 def test_split_kv_packed_heads(packed_heads, check, case):
     """The split path in the GPU's tile layout, which the interpreter does not take by default:
     the row-to-head arithmetic of a packed tile is gated on the CPU too."""
-    run_check(check, packed_heads_kernel(), case)
+    run_check(check, load_kernel("flash.split_kv"), case)
 
 
 @pytest.mark.parametrize("check", PACKED_CHECKS)
 @pytest.mark.parametrize("case", case_params(GROUPED_SPLIT_PACKED_CPU))
 def test_split_kv_packed_batch_packed_heads(packed_heads, check, case):
-    run_check(check, packed_heads_kernel(), case)
+    run_check(check, load_kernel("flash.split_kv"), case)
 
 
 @pytest.mark.parametrize("check", EDGE_CHECKS)
