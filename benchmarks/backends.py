@@ -5,6 +5,10 @@
   never in the benchmark's name, so runs of different kernels compare by name);
 - ``sdpa_flash``, ``sdpa_cudnn``: ``torch.nn.functional.scaled_dot_product_attention`` held to
   its FlashAttention or its cuDNN backend (``torch.nn.attention.sdpa_kernel``);
+- ``flex``: FlexAttention, ``torch.compile(flex_attention, dynamic=False)`` on CUDA (one static
+  graph per shape, dtype and grad mode, as a model that compiles its attention gets; eager
+  ``flex_attention`` on the CPU, forward only), with a causal block mask when causal; the graph
+  and the block mask are made by the benchmark's first, untimed call (:func:`flex_attention`);
 - ``dense``: attention written out in PyTorch in the inputs' own dtype, the oracle's formula
   (:func:`oracle.dense.dense_scores`, softmax, matmul), which materializes ``n x n`` scores;
 - ``torch_eager``, ``torch_compile``: the same plain PyTorch attention, eagerly and under
@@ -25,12 +29,13 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
+from benchmarks.features import compiled_flex, mask_mod
 from benchmarks.shapes import Pass, Shape
 from oracle.dense import dense_scores
 
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
-ATTENTION_BACKENDS = ("kernel", "sdpa_flash", "sdpa_cudnn", "dense")
+ATTENTION_BACKENDS = ("kernel", "sdpa_flash", "sdpa_cudnn", "flex", "dense")
 """Backends of ``test_attention_speed.py``, in the order they run for each shape."""
 BASELINE_BACKENDS = ("torch_eager", "torch_compile")
 """Backends of ``test_baseline_speed.py``."""
@@ -56,7 +61,10 @@ def plain_attention(
 
 
 def _sdpa(q, k, v, is_causal):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    # enable_gqa only where the heads differ (the decode shapes): the grids' calls stay plain.
+    gqa = q.shape[-3] != k.shape[-3]
+    extra = {"enable_gqa": True} if gqa else {}
+    return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, **extra)
 
 
 @functools.cache
@@ -74,6 +82,26 @@ def _compiled_attention() -> Attention:
     return torch.compile(plain_attention, dynamic=True)
 
 
+@functools.cache
+def _causal_block_mask(n_q: int, n_k: int, device: torch.device):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(mask_mod(True), None, None, n_q, n_k, device=device)
+
+
+def flex_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+) -> torch.Tensor:
+    """FlexAttention on the contract's call (top-left causal): compiled on CUDA, eager on the CPU.
+    The causal block mask is built once per length and device (cached), so only the benchmark's
+    untimed first call of a shape pays for it, as it pays for the compilation."""
+    from torch.nn.attention.flex_attention import flex_attention as eager
+
+    mask = _causal_block_mask(q.shape[-2], k.shape[-2], q.device) if is_causal else None
+    flex = compiled_flex() if q.device.type == "cuda" else eager
+    return flex(q, k, v, block_mask=mask, enable_gqa=q.shape[-3] != k.shape[-3])
+
+
 def get_backend(name: str, kernel: ModuleType) -> Backend:
     """The backend called ``name``; ``kernel`` is the kernel module under benchmark."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -84,6 +112,8 @@ def get_backend(name: str, kernel: ModuleType) -> Backend:
         return Backend(name, _sdpa, functools.partial(sdpa_kernel, SDPBackend.FLASH_ATTENTION))
     if name == "sdpa_cudnn":
         return Backend(name, _sdpa, functools.partial(sdpa_kernel, SDPBackend.CUDNN_ATTENTION))
+    if name == "flex":
+        return Backend(name, flex_attention)
     if name in ("dense", "torch_eager"):
         return Backend(name, plain_attention)
     if name == "torch_compile":

@@ -5,9 +5,12 @@ Options (all benchmarks are ``gpu``-marked; without CUDA they skip, with the roo
 - ``--bench-kernel MODULE`` (or ``FLASH_BENCH_KERNEL``; default ``flash``): the kernel module
   timed as backend ``kernel``. The module is not part of any benchmark's name, so a run of
   ``--bench-kernel benchmarks.slowed`` is compared, name by name, with a baseline of ``flash``.
-- ``--bench-grid quick|full`` (or ``FLASH_BENCH_GRID``; default ``quick``): the quick grid is
-  the gate's (24 shapes; everything in 150 s of pytest on an H100, measured 2026-11-29); ``full`` adds lengths
-  1023, 2048, 4097, 8192 and 4x the batch (112 shapes, several times longer).
+- ``--bench-grid quick|targets|full`` (or ``FLASH_BENCH_GRID``; default ``quick``): the quick grid
+  is the gate's (24 shapes; everything in 150 s of pytest on an H100, measured 2026-11-29);
+  ``targets`` is issue #16's, the quick grid with n = 1023 and 4097 beside 1024 and 4096 (40
+  shapes; :mod:`benchmarks.report_speed` judges it); ``full`` adds lengths 1023, 2048, 4097, 8192
+  and 4x the batch (112 shapes, several times longer). The decode benchmarks
+  (``test_decode_speed.py``) have the same four shapes in every grid.
 - ``--bench-backends a,b``: only these backends (default: all); the gate runs
   ``kernel,sdpa_flash``.
 
@@ -33,6 +36,7 @@ import torch
 from benchmarks.backends import ATTENTION_BACKENDS, BASELINE_BACKENDS
 from benchmarks.features import FEATURE_BACKENDS
 from benchmarks.harness import Settings, grid_name, split_names
+from benchmarks.shapes import GRIDS
 from properties.kernels import DEFAULT_KERNEL, load_kernel
 
 HERE = Path(__file__).resolve().parent
@@ -53,8 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--bench-grid",
         default=os.environ.get("FLASH_BENCH_GRID", "quick"),
-        choices=("quick", "full"),
-        help="shapes to benchmark: 'quick' (the gate's, default: $FLASH_BENCH_GRID, else quick) or 'full'",
+        choices=GRIDS,
+        help="shapes to benchmark: 'quick' (the gate's, default: $FLASH_BENCH_GRID, else quick), "
+             "'targets' (issue #16's: the quick grid with n = 1023 and 4097) or 'full'",
     )
     group.addoption(
         "--bench-backends",

@@ -41,7 +41,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
-from benchmarks.shapes import BACKWARD_FLOP_FACTOR, DTYPES, SHORT_DTYPE, Pass
+from benchmarks.shapes import BACKWARD_FLOP_FACTOR, DTYPES, GRIDS, SHORT_DTYPE, Pass
 
 SCENARIOS = ("gqa", "window", "softcap")
 WINDOW = (1023, 0)
@@ -165,13 +165,13 @@ COMPARISONS = (
 
 
 def cases(grid: str) -> list[Case]:
-    """The cases of a grid: the issue's (``quick``; ``full`` is the same), or ``cpu`` (tiny float32
-    ones for ``--bench-allow-cpu``: odd lengths, a window narrower than the length)."""
+    """The cases of a grid: the issue's (``quick``; ``targets`` and ``full`` are the same), or ``cpu``
+    (tiny float32 ones for ``--bench-allow-cpu``: odd lengths, a window narrower than the length)."""
     if grid == "cpu":
         return [Case("gqa", "float32", 32, 80, 1, 8, 2, False), Case("gqa", "float32", 32, 80, 1, 8, 2, True),
                 Case("window", "float32", 32, 80, 1, 2, 2, True, window=(15, 0)),
                 Case("softcap", "float32", 32, 80, 1, 2, 2, True, softcap=SOFTCAP)]
-    if grid not in ("quick", "full"):
+    if grid not in GRIDS:
         raise ValueError(f"unknown grid {grid!r}")
     out = []
     for dtype, d in itertools.product(("bfloat16", "float16"), (64, 128)):

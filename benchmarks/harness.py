@@ -38,7 +38,7 @@ import pytest
 import torch
 
 from benchmarks.backends import DENSE_BACKENDS, SDPA_BACKENDS, dense_memory_reason, get_backend
-from benchmarks.shapes import Pass, Shape
+from benchmarks.shapes import DecodeShape, Pass, Shape
 
 ROUND_SECONDS = 0.010
 """Shortest round: calls per round are chosen so that a round lasts at least this long."""
@@ -145,6 +145,8 @@ def run(benchmark, settings: Settings, shape_id: str, backend_name: str, pass_: 
     if backend_name == "kernel":
         info["kernel_module"] = settings.kernel.__name__
 
+    if backend_name == "flex" and pass_ == "fwd+bwd" and settings.device.type == "cpu":
+        pytest.skip("flex_attention has no backward on the CPU (torch raises NotImplementedError)")
     backend = get_backend(backend_name, settings.kernel)
     if backend_name in DENSE_BACKENDS and settings.device.type == "cuda":
         torch.cuda.empty_cache()
@@ -164,6 +166,46 @@ def run(benchmark, settings: Settings, shape_id: str, backend_name: str, pass_: 
             torch.cuda.empty_cache()
 
     record_median(benchmark, info)
+
+
+def run_decode(benchmark, settings: Settings, shape_id: str, backend_name: str) -> None:
+    """Benchmark one backend on one decode step (a :attr:`DecodeShape.id`); record its median time
+    and the KV cache's read bandwidth (``kv_bytes`` over the median, TB/s) in ``extra_info``.
+    ``extra_info["kind"] == "decode"`` keeps it out of the attention grid's readers
+    (:mod:`benchmarks.runs`)."""
+    shape = DecodeShape.parse(shape_id)
+    benchmark.group = shape.group()
+    info = benchmark.extra_info
+    info.update({"kind": "decode", "backend": backend_name, "dtype": shape.dtype,
+                 "head_dim": shape.head_dim, "n_q": 1, "n_k": shape.n_k, "batch": shape.batch,
+                 "heads": shape.heads, "kv_heads": shape.kv_heads, "kv_bytes": shape.kv_bytes,
+                 "device": device_name(settings.device)})
+    if backend_name == "kernel":
+        info["kernel_module"] = settings.kernel.__name__
+    backend = get_backend(backend_name, settings.kernel)
+    gen = torch.Generator(device=settings.device).manual_seed(0)
+
+    def randn(heads: int, n: int) -> torch.Tensor:
+        return torch.randn((shape.batch, heads, n, shape.head_dim), generator=gen, device=settings.device,
+                           dtype=shape.torch_dtype)
+
+    q, k, v = randn(shape.heads, 1), randn(shape.kv_heads, shape.n_k), randn(shape.kv_heads, shape.n_k)
+    try:
+        with backend.context():
+            def step():
+                return backend.fn(q, k, v, False)
+
+            with skip_if_refused(backend_name, shape, "fwd"):
+                step()  # the first call compiles
+            info.update(time_step(benchmark, step, settings))
+    finally:
+        q = k = v = None
+        if settings.device.type == "cuda":
+            torch.cuda.empty_cache()
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None:
+        info["median_ms"] = stats.stats.median * 1e3
+        info["kv_tbps"] = shape.kv_bytes / stats.stats.median / 1e12
 
 
 def record_median(benchmark, info: dict) -> None:

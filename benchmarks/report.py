@@ -5,8 +5,9 @@
 ``RUN.json`` is any pytest-benchmark JSON of ``benchmarks/`` (``--benchmark-json``, or a file
 under ``benchmarks/results/<machine>/``). One Markdown table per pass (forward, forward+backward):
 a row per shape, a column of TFLOP/s (from the median time) per backend that ran, and the ratios
-``kernel / sdpa_flash`` and ``kernel / sdpa_cudnn`` of TFLOP/s (= the SDPA backend's time over the
-kernel's; above 1 the kernel is faster). A backend that skipped a shape shows ``-``.
+``kernel / sdpa_flash``, ``kernel / sdpa_cudnn`` and ``kernel / flex`` of TFLOP/s (= the peer's time
+over the kernel's; above 1 the kernel is faster). A backend that skipped a shape shows ``-``.
+:mod:`benchmarks.report_speed` judges the same files against issue #16's targets.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import sys
 from benchmarks.runs import Run, RunError, describe, load
 from benchmarks.shapes import PASSES, SHORT_DTYPE, Shape
 
-RATIOS = (("kernel", "sdpa_flash", "kernel/flash"), ("kernel", "sdpa_cudnn", "kernel/cudnn"))
+RATIOS = (("kernel", "sdpa_flash", "kernel/flash"), ("kernel", "sdpa_cudnn", "kernel/cudnn"),
+          ("kernel", "flex", "kernel/flex"))
 
 
 def number(x: float) -> str:

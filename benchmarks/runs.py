@@ -4,8 +4,10 @@ A run is what ``--benchmark-json FILE``, ``--benchmark-save`` or ``--benchmark-a
 ``{"machine_info": ..., "commit_info": ..., "datetime": ..., "benchmarks": [...]}``, each
 benchmark with ``name``, ``fullname``, ``group``, ``stats`` (seconds per call: ``median``,
 ``min``, ...) and our ``extra_info`` (backend, pass, shape, FLOPs). Benchmarks without that
-``extra_info`` (not ours), and the feature benchmarks (``bench_features.py``: their ``extra_info``
-has a ``scenario``; :mod:`benchmarks.report_features` reads them), are ignored. Used by
+``extra_info`` (not ours), the feature benchmarks (``bench_features.py``: their ``extra_info``
+has a ``scenario``; :mod:`benchmarks.report_features` reads them) and the decode benchmarks
+(``test_decode_speed.py``: ``kind`` is ``decode``; :mod:`benchmarks.report_speed` reads them) are
+ignored. Used by
 ``report.py``, ``plot.py`` and ``gate.py``.
 """
 
@@ -86,6 +88,8 @@ def _result(bench: dict) -> Result | None:
     if "backend" not in info or "pass" not in info:
         return None
     if "scenario" in info:  # bench_features.py's (report_features.py reads them): not a grid shape
+        return None
+    if info.get("kind") == "decode":  # test_decode_speed.py's (report_speed.py reads them)
         return None
     shape = Shape(info["dtype"], info["head_dim"], info["seq_len"], info["batch"], info["heads"],
                   info["causal"])

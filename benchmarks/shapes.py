@@ -30,6 +30,9 @@ TOKENS = 16384
 HIDDEN = 2048
 """``heads * head_dim``."""
 
+GRIDS = ("quick", "targets", "full")
+"""The grids ``--bench-grid`` takes (``cpu`` is ``--bench-allow-cpu``'s)."""
+
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -87,16 +90,29 @@ def _grid(dtypes, head_dims, lengths, tokens=(TOKENS,)) -> list[Shape]:
     return [shape(dtype, d, n, causal, tokens=t) for dtype, d, t, n, causal in product]
 
 
+ODD_LENGTHS = {1023: 1024, 4097: 4096}
+"""The ``targets`` grid's odd lengths, each with the neighbour it is held to (issue #16: within 10%)."""
+
+
 def attention_grid(grid: str) -> list[Shape]:
-    """Shapes of ``test_attention_speed.py``: ``quick`` (the gate's, 24 shapes) or ``full`` (112)."""
+    """Shapes of ``test_attention_speed.py``: ``quick`` (the gate's, 24 shapes), ``targets`` (40:
+    the quick grid and, beside each 1024 and 4096 shape, the same at 1023 and 4097 with its batch,
+    issue #16's grid; :mod:`benchmarks.report_speed` judges it) or ``full`` (112)."""
     if grid == "quick":
         return _grid(("bfloat16", "float16"), (64, 128), (1024, 4096, 16384))
+    if grid == "targets":
+        out = []
+        for s in attention_grid("quick"):
+            out += [Shape(s.dtype, s.head_dim, odd, s.batch, s.heads, s.causal)
+                    for odd, even in ODD_LENGTHS.items() if even == s.seq_len]
+            out.append(s)
+        return out
     if grid == "full":
         return _grid(("bfloat16", "float16"), (64, 128), (1023, 1024, 2048, 4096, 4097, 8192, 16384),
                      tokens=(TOKENS, 4 * TOKENS))
     if grid == "cpu":
         return cpu_grid()
-    raise ValueError(f"unknown grid {grid!r}: expected 'quick' or 'full'")
+    raise ValueError(f"unknown grid {grid!r}: expected one of {GRIDS}")
 
 
 def baseline_grid(grid: str) -> list[Shape]:
@@ -110,3 +126,54 @@ def baseline_grid(grid: str) -> list[Shape]:
 def cpu_grid() -> list[Shape]:
     """Tiny shapes for ``--bench-allow-cpu`` (a developer's check of the plumbing, no GPU)."""
     return [Shape("float32", 32, n, 1, 2, causal) for n in (16, 80) for causal in (False, True)]
+
+
+@dataclass(frozen=True)
+class DecodeShape:
+    """One decoding step: q ``[batch, heads, 1, head_dim]`` (one new row per head), k and v
+    ``[batch, kv_heads, n_k, head_dim]`` (the KV cache), in ``dtype``; no mask (the new row sees the
+    whole cache). Its speed is the rate at which a call reads the cache, :attr:`kv_bytes` per call."""
+
+    dtype: str
+    head_dim: int
+    n_k: int
+    batch: int
+    heads: int
+    kv_heads: int
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def id(self) -> str:
+        """The shape's part of a benchmark's name: ``decode-bf16-d128-k4096-b8-h32-kv8``."""
+        return (f"decode-{SHORT_DTYPE[self.dtype]}-d{self.head_dim}-k{self.n_k}-b{self.batch}"
+                f"-h{self.heads}-kv{self.kv_heads}")
+
+    @classmethod
+    def parse(cls, shape_id: str) -> DecodeShape:
+        """The shape whose :attr:`id` is ``shape_id``."""
+        _, dtype, d, n_k, b, h, kv = shape_id.split("-")
+        long_dtype = {short: long for long, short in SHORT_DTYPE.items()}[dtype]
+        return cls(long_dtype, int(d[1:]), int(n_k[1:]), int(b[1:]), int(h[1:]), int(kv[2:]))
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of k and v a call must read: ``2 * batch * kv_heads * n_k * head_dim * itemsize``."""
+        item = torch.finfo(self.torch_dtype).bits // 8
+        return 2 * self.batch * self.kv_heads * self.n_k * self.head_dim * item
+
+    def group(self) -> str:
+        return (f"decode {SHORT_DTYPE[self.dtype]} d={self.head_dim} n_k={self.n_k} b={self.batch} "
+                f"h={self.heads}/{self.kv_heads}")
+
+
+def decode_grid(grid: str) -> list[DecodeShape]:
+    """Shapes of ``test_decode_speed.py``: issue #16's decode step (b=8, h_q=32, h_kv=8, d=128,
+    bfloat16) at 4k to 128k keys in every GPU grid; tiny float32 ones for ``cpu``."""
+    if grid == "cpu":
+        return [DecodeShape("float32", 32, n_k, 1, 4, 2) for n_k in (16, 80)]
+    if grid not in GRIDS:
+        raise ValueError(f"unknown grid {grid!r}: expected one of {GRIDS}")
+    return [DecodeShape("bfloat16", 128, n_k, 8, 32, 8) for n_k in (4096, 16384, 32768, 131072)]

@@ -21,7 +21,7 @@ from benchmarks.runs import RunError, load
 from benchmarks.shapes import Shape, attention_grid, baseline_grid, shape
 
 # TFLOP/s of each backend in the synthetic runs (roughly an H100's order of magnitude).
-SPEED = {"kernel": 300.0, "sdpa_flash": 350.0, "sdpa_cudnn": 450.0, "dense": 80.0}
+SPEED = {"kernel": 300.0, "sdpa_flash": 350.0, "sdpa_cudnn": 450.0, "flex": 320.0, "dense": 80.0}
 
 
 def fake_run(path: Path, *, grid: str = "quick", kernel_module: str = "flash", backends=ATTENTION_BACKENDS,
@@ -59,9 +59,9 @@ def fake_run(path: Path, *, grid: str = "quick", kernel_module: str = "flash", b
 
 
 def test_grids():
-    quick, full = attention_grid("quick"), attention_grid("full")
-    assert len(quick) == 24 and len(full) == 112
-    for grid in (quick, full, baseline_grid("quick")):
+    quick, targets, full = attention_grid("quick"), attention_grid("targets"), attention_grid("full")
+    assert len(quick) == 24 and len(targets) == 40 and len(full) == 112
+    for grid in (quick, targets, full, baseline_grid("quick")):
         assert len({s.id for s in grid}) == len(grid)
         assert all(Shape.parse(s.id) == s for s in grid)
         assert all(s.heads * s.head_dim == 2048 and s.batch >= 1 for s in grid)
@@ -98,7 +98,7 @@ def test_record_writes_the_whole_run_and_a_kernel_only_file(tmp_path):
     assert gate.main(["record", str(run), "--out", str(tmp_path / "base" / "h100.json")]) == 0
     whole = json.loads((tmp_path / "base" / "h100.json").read_text())
     kernel = json.loads((tmp_path / "base" / "h100.kernel.json").read_text())
-    assert len(whole["benchmarks"]) == 24 * 2 * 4
+    assert len(whole["benchmarks"]) == 24 * 2 * len(ATTENTION_BACKENDS)
     assert len(kernel["benchmarks"]) == 24 * 2
     assert {b["extra_info"]["backend"] for b in kernel["benchmarks"]} == {"kernel"}
 
@@ -107,7 +107,7 @@ def test_record_writes_the_whole_run_and_a_kernel_only_file(tmp_path):
     ("slowdown", "expected"),
     [
         ({}, 0),  # the same numbers
-        ({"kernel": 1.35, "sdpa_flash": 1.35, "sdpa_cudnn": 1.35, "dense": 1.35}, 0),  # the GPU drifted
+        ({"kernel": 1.35, "sdpa_flash": 1.35, "sdpa_cudnn": 1.35, "flex": 1.35, "dense": 1.35}, 0),  # drifted
         ({"sdpa_flash": 0.95}, 0),  # SDPA 5% faster this run: kernel/SDPA +5%, within both limits
         ({"sdpa_flash": 0.85}, 1),  # SDPA 15% faster (a new PyTorch?): the ratio moved; re-record
         ({"kernel": 1.15}, 1),  # 15% slower everywhere: over the geometric-mean limit (10%)
@@ -146,8 +146,9 @@ def test_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "kernel benchmarks.slowed" in out and "### fwd+bwd" in out
     row = next(line for line in out.splitlines() if line.startswith("| bf16 | 64 | 1024 | 16 | 32 | no |"))
-    # kernel, sdpa_flash, sdpa_cudnn, dense, kernel/flash, kernel/cudnn
-    assert row.split("|")[7:13] == [" 300.0 ", " 350.0 ", " 450.0 ", " 80.0 ", " 0.86 ", " 0.67 "]
+    # kernel, sdpa_flash, sdpa_cudnn, flex, dense, kernel/flash, kernel/cudnn, kernel/flex
+    assert row.split("|")[7:15] == [" 300.0 ", " 350.0 ", " 450.0 ", " 320.0 ", " 80.0 ", " 0.86 ", " 0.67 ",
+                                    " 0.94 "]
 
 
 def test_plot(tmp_path):
