@@ -571,17 +571,30 @@ def test_the_grids_have_cases_that_show_held_out_bugs(module):
     check, grid, of_the_kind = GRID_BROKEN[module]
     cases = [case for case in grid() if of_the_kind(case)]
     assert cases, f"{grid.__name__} has no case of the kind that shows tests.broken.{module}"
+    refusal = _first_refusal(check, module, cases)
+    assert refusal, f"{check.__name__} on {grid.__name__}'s cases did not catch tests.broken.{module}"
+    assert f"kernel tests.broken.{module}" in refusal and "bound" in refusal, refusal
+
+
+def _first_refusal(check, module: str, cases, device=None, crash_refuses: bool = False) -> str | None:
+    """The message of the first of ``cases`` on which ``check`` refuses ``tests.broken.<module>`` (an
+    ``AssertionError``; n/a cases skipped), or None if none does. With ``crash_refuses``, a check
+    stopped by any other exception (raised by what the module did) refuses it too, with the message
+    ``"crash: <exception>"``; without it, that exception propagates (a test error, which the CPU test
+    wants to see: there a crash would hide a check that no longer catches)."""
     broken = load_kernel(f"tests.broken.{module}")
-    caught = []
     for case in cases:
         try:
-            check(broken, case)
+            check(broken, case, device=device)
         except NotApplicable:
             continue
         except AssertionError as exc:
-            caught.append(str(exc))
-    assert caught, f"{check.__name__} on {grid.__name__}'s cases did not catch tests.broken.{module}"
-    assert f"kernel tests.broken.{module}" in caught[0] and "bound" in caught[0], caught[0]
+            return str(exc)
+        except Exception as exc:
+            if not crash_refuses:
+                raise
+            return f"crash: {type(exc).__name__}: {exc}"
+    return None
 
 
 GPU_GRIDS = {
@@ -604,19 +617,11 @@ def test_the_gpu_grids_have_cases_that_show_held_out_bugs(module):
     cases = [case for gpu_grid in GPU_GRIDS[grid] for case in gpu_grid() if of_the_kind(case)]
     grids = " + ".join(gpu_grid.__name__ for gpu_grid in GPU_GRIDS[grid])
     assert cases, f"{grids} has no case of the kind that shows tests.broken.{module}"
-    broken = load_kernel(f"tests.broken.{module}")
-    for case in cases:
-        try:
-            check(broken, case, device="cuda")
-        except NotApplicable:
-            continue
-        except AssertionError as exc:
-            assert f"kernel tests.broken.{module}" in str(exc) and "bound" in str(exc), str(exc)
-            return
-        except Exception:  # a check that stops on what the module did refuses it too
-            return
-    raise AssertionError(f"{check.__name__} on {grids}'s {len(cases)} cases of the kind did not catch "
-                         f"tests.broken.{module}")
+    refusal = _first_refusal(check, module, cases, device="cuda", crash_refuses=True)
+    assert refusal, (f"{check.__name__} on {grids}'s {len(cases)} cases of the kind did not catch "
+                     f"tests.broken.{module}")
+    named = f"kernel tests.broken.{module}" in refusal and "bound" in refusal
+    assert refusal.startswith("crash: ") or named, refusal
 
 
 def test_an_exactness_failure_says_whether_the_kernel_is_deterministic():
