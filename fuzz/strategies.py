@@ -242,7 +242,10 @@ SOFTCAPS = (1.0, 2.0, 5.0, 10.0, 30.0, 50.0, 0.0, 1e4)
 """Softcaps drawn often: small enough to bite on scores of that size (Gemma-2 uses 50 and 30), 0,
 the contract's other spelling of off (FlashAttention's default), passed to the kernel as given, and
 1e4, which the ``large`` values' scores reach (a module that takes a large cap as none is wrong
-only there)."""
+only there). Between them, any cap from 1 to 1e4 is drawn too (:func:`feature_fields`): a kernel's
+rule for "a cap this large cannot bite" or "this cap keeps exp in range" may hold up to 50 and fail
+at 60 (the eighth held-out round's survivor kept the cap as the row maximum below 63, where exp of
+-2 c already underflows above 43.7)."""
 
 SOFTMAX_SCALES = (0.01, 0.1, 0.5, 2.0, 10.0, 0.0, -0.5, -4.0)
 """Softmax scales drawn often, from 1e-2 (nearly uniform rows) to 10 (nearly one-hot), and the
@@ -263,9 +266,9 @@ def feature_fields(draw, *, features: frozenset[str], n_q: int, n_k: int, leadin
                    max_work: int, block: int = BLOCK) -> dict:
     """The feature fields of a :class:`Case` for a module that declares ``features``: grouped-query
     heads (ratios 1 to 8, the heads grown to fit, within ``max_work``), windows at tile edges and
-    one-sided (so some rows may see no key), bottom-right alignment, softcaps of 1 to 50 and 0 (off),
-    softmax scales of 1e-2 to 10, 0 and -1e-2 to -10. Each is off first, so each shrinks away when it is
-    not needed."""
+    one-sided (so some rows may see no key), bottom-right alignment, softcaps of 1 to 1e4 (most of
+    them up to 50) and 0 (off), softmax scales of 1e-2 to 10, 0 and -1e-2 to -10. Each is off first,
+    so each shrinks away when it is not needed."""
     out: dict = {}
     if "gqa" in features:
         ratio = draw(st.sampled_from(GQA_RATIOS))
@@ -280,7 +283,8 @@ def feature_fields(draw, *, features: frozenset[str], n_q: int, n_k: int, leadin
     if "bottom_right" in features and draw(st.booleans()):
         out["causal_alignment"] = "bottom_right"
     if "softcap" in features and draw(st.booleans()):
-        out["softcap"] = draw(st.one_of(st.sampled_from(SOFTCAPS), st.floats(1.0, 50.0)))
+        out["softcap"] = draw(st.one_of(st.sampled_from(SOFTCAPS), st.floats(1.0, 50.0),
+                                        st.floats(50.0, 1e4)))
     if "scale" in features and draw(st.booleans()):
         out["softmax_scale"] = draw(st.one_of(st.sampled_from(SOFTMAX_SCALES), st.floats(0.01, 10.0),
                                               st.floats(-10.0, -0.01)))
@@ -356,7 +360,7 @@ def _varlen_feature_fields(draw, *, features: frozenset[str], longest_k: int) ->
     ``features`` and off first: ``causal_alignment`` (bottom-right), ``window`` (each side -1,
     0, a tile edge 62 to 66, small, or up to ``longest_k``, the longest key sequence: so one-sided
     windows, rows that see no key, and sides as wide as every sequence's keys come up),
-    ``softcap`` 0..50 (0: off, passed as given) and ``softmax_scale`` 1e-2..10, 0 or -0.5."""
+    ``softcap`` 0..50, 51..1e4 (0: off, passed as given) and ``softmax_scale`` 1e-2..10, 0 or -0.5."""
     fields = {}
     if "bottom_right" in features and draw(st.booleans()):
         fields["causal_alignment"] = "bottom_right"
@@ -365,7 +369,9 @@ def _varlen_feature_fields(draw, *, features: frozenset[str], longest_k: int) ->
                          st.integers(0, max(0, longest_k)))
         fields["window"] = (draw(side), draw(side))
     if "softcap" in features and draw(st.booleans()):
-        fields["softcap"] = float(draw(st.one_of(st.integers(0, 50), st.just(10_000))))  # 0: off, as None
+        # 0: off, as None; most caps small enough to bite, some of any size up to 1e4
+        fields["softcap"] = float(draw(st.one_of(st.integers(0, 50), st.integers(51, 10_000),
+                                                 st.just(10_000))))
     if "scale" in features and draw(st.booleans()):
         fields["softmax_scale"] = draw(st.sampled_from(_VARLEN_SOFTMAX_SCALES))
     return fields

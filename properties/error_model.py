@@ -371,7 +371,8 @@ def assert_finite_where_expected(
             first = int(bad.reshape(-1).nonzero()[0])
             raise AssertionError(
                 f"{name}: {context}: {int(bad.sum())} {what}; first at {_index(first, shape, axes)}: "
-                f"got {actual.reshape(-1)[first].item()}, expected {expected.reshape(-1)[first].item():.6g}"
+                f"got {actual.reshape(-1)[first].item()}, expected {expected.reshape(-1)[first].item():.6g} "
+                f"(bound: finite where the oracle is finite, and the oracle's infinity exactly)"
             )
 
 

@@ -115,7 +115,8 @@ Optionally too, packed variable-length batches (:mod:`properties.varlen` checks 
 *, <the features above>) -> o`` and ``attention_varlen_with_lse(...) -> (o, lse)``, with
 ``q [total_q, h_q, d]``, ``k, v [total_k, h_kv, d]`` (any strides), ``cu_seqlens_*`` int32
 ``[batch + 1]`` offsets on q's device (0 first, non-decreasing, ``total`` last), ``max_seqlen_*``
-ints at least the longest sequence; ``o`` like q, in q's dtype, differentiable in q, k, v;
+ints at least the longest sequence (bounds, not the lengths: a call with larger ones computes the
+same attention, ``check_varlen_loose_max_seqlen``); ``o`` like q, in q's dtype, differentiable in q, k, v;
 ``lse [total_q, h_q]`` float32. Sequence ``b``'s queries (rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]``)
 see only its keys, with causal alignment and windows per sequence; a sequence may have no queries (it
 produces nothing, its keys get zero gradients), but one with queries and no keys is a

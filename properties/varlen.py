@@ -162,7 +162,12 @@ def check_varlen_matches_oracle(kernel: ModuleType, case: VarlenCase, device=Non
     """
     require_varlen(kernel)
     ctx = _common.context("check_varlen_matches_oracle", kernel, case)
-    x = case.make_qkv(device or default_device())
+    _assert_forward_matches(kernel, case.make_qkv(device or default_device()), case, ctx)
+
+
+def _assert_forward_matches(kernel: ModuleType, x: VarlenInputs, case: VarlenCase, ctx: str) -> None:
+    """The packed call on ``x``: ``o`` (and the lse, where the module has it) within the error model of
+    the padded oracle, ``o = 0`` exactly at rows that see no key."""
     o, lse = _forward(kernel, x, case)
     o64, lse64, o_ref, lse_ref = _references(x, case)
     _check_shapes(o, lse, x.q, ctx)
@@ -190,13 +195,18 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     first key), offsets of the wrong tensor, and ``dk``/``dv`` left unwritten (``torch.empty``) for
     key tiles no query tile visits.
     """
-    attention_varlen = require_varlen(kernel)
+    require_varlen(kernel)
     ctx = _common.context("check_varlen_gradients_match_oracle", kernel, case)
-    x = case.make_qkv(device or default_device())
+    _assert_backward_matches(kernel, case.make_qkv(device or default_device()), case, ctx)
+
+
+def _assert_backward_matches(kernel: ModuleType, x: VarlenInputs, case: VarlenCase, ctx: str) -> None:
+    """The packed call on ``x`` with gradients recorded: its ``o`` and its ``dq, dk, dv`` for the
+    case's upstream gradient within the error model of the padded oracle's autograd (and 0 exactly
+    where no term reaches them: :func:`_assert_gradients`)."""
     do = case.make_grad_out(x.q.device)
-    f = case.features()
     leaves = [t.detach().requires_grad_() for t in x[:3]]
-    o = attention_varlen(*leaves, *x[3:], case.is_causal, **f)
+    o = require_varlen(kernel)(*leaves, *x[3:], case.is_causal, **case.features())
     got = torch.autograd.grad(o, leaves, do)
     oracle = _oracle_gradients(x, do, case)
     # The output of the call autograd recorded, too: a kernel may take another path when its inputs
@@ -205,6 +215,36 @@ def check_varlen_gradients_match_oracle(kernel: ModuleType, case: VarlenCase, de
     _check_shapes(o.detach(), None, x.q, out_ctx)
     _assert_output(o.detach(), oracle[0], oracle[2], x, case, out_ctx)
     _assert_gradients(got, oracle, x, do, case, ctx)
+
+
+LOOSE_MAX_SEQLEN = (2, 65)
+""":func:`check_varlen_loose_max_seqlen` calls with ``max_seqlen = 2 * longest + 65``: past the
+longest by at least one more tile of any size up to 64, and past twice it."""
+
+
+@gated
+def check_varlen_loose_max_seqlen(kernel: ModuleType, case: VarlenCase, device=None) -> None:
+    """``max_seqlen_q`` and ``max_seqlen_k`` are bounds, not the longest lengths: the contract takes
+    any ints at least the longest sequences (a caller may pass its context length, or one bound for
+    every batch). With both raised to ``2 n + 65`` (``n`` the longest; :data:`LOOSE_MAX_SEQLEN`), the
+    packed ``o`` and lse, and ``o`` and ``dq, dk, dv`` of the call with gradients recorded, are within
+    the error model of the padded oracle, as :func:`check_varlen_matches_oracle` and
+    :func:`check_varlen_gradients_match_oracle` hold the call with the exact bounds.
+
+    Catches a module that takes a bound for the longest length: one that pads a batch to
+    ``max_seqlen`` and unpads (the lse, say) with the longest sequence's length, sizes a buffer or
+    a loop by one where the other is meant, or picks a path (one query row, one key tile) by it.
+    """
+    require_varlen(kernel)
+    exact = case.make_qkv(device or default_device())
+    times, extra = LOOSE_MAX_SEQLEN
+    x = exact._replace(max_seqlen_q=times * exact.max_seqlen_q + extra,
+                       max_seqlen_k=times * exact.max_seqlen_k + extra)
+    ctx = (_common.context("check_varlen_loose_max_seqlen", kernel, case)
+           + f" (max_seqlen_q = {x.max_seqlen_q}, max_seqlen_k = {x.max_seqlen_k}; the longest sequences "
+           f"{exact.max_seqlen_q} and {exact.max_seqlen_k})")
+    _assert_forward_matches(kernel, x, case, ctx)
+    _assert_backward_matches(kernel, x, case, ctx)
 
 
 def _oracle_gradients(x: VarlenInputs, do: torch.Tensor, case: VarlenCase):
@@ -710,6 +750,7 @@ def _separate_bounds(case: VarlenCase, q, k, v, do) -> dict[str, tuple[float, st
 VARLEN_CHECKS = (
     check_varlen_matches_oracle,
     check_varlen_gradients_match_oracle,
+    check_varlen_loose_max_seqlen,
     check_varlen_no_leakage,
     check_varlen_matches_separate,
     check_varlen_window_extremes_exact,

@@ -87,6 +87,11 @@ def varlen_feature_cpu_cases() -> list[VarlenCase]:
         VarlenCase((20, 3), (5, 12), 2, 16, "float32", False, seed=16, window=(12, 2)),
         VarlenCase((3, 20), (12, 5), 1, 16, "float32", False, "strided", seed=17, window=(2, 12),
                    causal_alignment="bottom_right"),
+        # A small cap with key lengths that differ within the batch, two of them (45 and 33, with
+        # 40 and 33 queries) under the same powers of two: a module that pads a group of sequences
+        # to its longest and hides the padding before the cap gives padded keys a score of -2
+        # (tests/broken/varlen_padded_softcap_bias.py).
+        VarlenCase((17, 40, 33), (40, 45, 33), 2, 32, "float32", False, seed=19, softcap=2.0),
     ]
 
 
@@ -136,6 +141,10 @@ def varlen_gpu_cases() -> list[VarlenCase]:
     cases.append(VarlenCase((777, 1, 300), (1000, 513, 300), 2, 64, "float16", True, seed=19, softcap=0.0))
     cases.append(VarlenCase((1000,), (1537,), 4, 128, "bfloat16", True, seed=20,
                             causal_alignment="bottom_right"))
+    # As on the CPU: a small cap, key lengths 1003 and 513 (1000 and 513 queries) under the same
+    # powers of two (tests/broken/varlen_padded_softcap_bias.py).
+    cases.append(VarlenCase((300, 1000, 513), (1000, 1003, 513), 2, 64, "bfloat16", False, seed=21,
+                            softcap=2.0))
     return cases
 
 
