@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.report import number, shape_cells
-from benchmarks.runs import Run, RunError, load, read_json
+from benchmarks.runs import Run, RunError, from_data, read_json
 from benchmarks.shapes import ODD_LENGTHS, PASSES, SHORT_DTYPE, Shape
 
 
@@ -107,9 +107,10 @@ class Decode:
         return self.kv_bytes / self.median / 1e12
 
 
-def load_decode(path: Path) -> list[Decode]:
+def decode_results(data: dict) -> list[Decode]:
+    """The decode benchmarks in ``data``, a pytest-benchmark JSON file's contents."""
     out = []
-    for bench in read_json(path)["benchmarks"]:
+    for bench in data["benchmarks"]:
         info = bench.get("extra_info") or {}
         if info.get("kind") != "decode" or not bench.get("stats"):
             continue
@@ -149,8 +150,7 @@ class Tally:
         return out
 
 
-def header(paths: list[Path], command: str | None) -> list[str]:
-    data = [read_json(p) for p in paths]
+def header(paths: list[Path], data: list[dict], command: str | None) -> list[str]:
     machine = data[0].get("machine_info") or {}
     bench = machine.get("flash_bench") or {}
     date = str(data[0].get("datetime", "?"))[:10]
@@ -255,13 +255,12 @@ def decode_table(found: list[Decode], tally: Tally) -> list[str]:
 
 def report(paths: list[str | Path], command: str | None = None) -> str:
     paths = [Path(p) for p in paths]
-    results, found = [], []
-    for path in paths:
-        results += load(path).results
-        found += load_decode(path)
+    data = [read_json(p) for p in paths]  # each file read once: the header, the grid and decode
+    results = [r for path, d in zip(paths, data) for r in from_data(path, d).results]
+    found = [r for d in data for r in decode_results(d)]
     run = Run(paths[0], {}, "", results)
     tally = Tally()
-    out = header(paths, command)
+    out = header(paths, data, command)
     out += grid_tables(run, tally)
     out += odd_table(run, tally)
     out += decode_table(found, tally)

@@ -111,7 +111,11 @@ def read_json(path: Path) -> dict:
 def load(path: str | Path) -> Run:
     """Read a pytest-benchmark JSON file; :class:`RunError` if it is not one."""
     path = Path(path)
-    data = read_json(path)
+    return from_data(path, read_json(path))
+
+
+def from_data(path: Path, data: dict) -> Run:
+    """The run in ``data``, a pytest-benchmark JSON file's contents (:func:`read_json`) read from ``path``."""
     results = [r for r in map(_result, data["benchmarks"]) if r is not None]
     return Run(path, data.get("machine_info") or {}, data.get("datetime", "?"), results)
 
